@@ -1,0 +1,296 @@
+"""Configuration: one typed model, five layers, and the origin of every value.
+
+Precedence, lowest first: defaults < user file (`~/.config/opencomposer/config.toml`) <
+workspace file (`<workspace>/.opencomposer.toml`) < `OPENCOMPOSER_*` environment variables
+(nested with `__`, e.g. `OPENCOMPOSER_ENGINE__BASE_URL`) < command-line flags. Each layer is
+read by a pydantic-settings source, the layers are deep-merged while remembering which one
+set each key, and the merge is validated once, so an error can name the file (or variable)
+and key it came from.
+
+A workspace file travels with a repository that may not be the user's own, so it may not set
+keys that decide where code and credentials go (`USER_ONLY_KEYS`).
+"""
+
+import difflib
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from opencomposer import paths
+
+ENV_PREFIX = "OPENCOMPOSER_"
+ENV_DELIMITER = "__"
+
+# Keys a repository's `.opencomposer.toml` must not set: they decide where code, prompts and
+# credentials are sent, and where the user's data lives.
+USER_ONLY_KEYS = ("home", "models_dir", "server", "engine.base_url", "engine.api_key")
+
+
+class Section(BaseModel):
+    """A config table. Unknown keys are errors, so a typo never silently does nothing."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+
+class EngineSettings(Section):
+    backend: Literal["openai"] = "openai"
+    """Which engine serves the model. `openai`: any OpenAI-compatible server (SGLang, vLLM,
+    llama.cpp, hosted APIs), reached at `base_url`."""
+
+    base_url: str = "http://127.0.0.1:30000/v1"
+    """Base URL of the OpenAI-compatible server, including `/v1` (SGLang listens on 30000)."""
+
+    model: str | None = None
+    """Model id to request; unset means the first model the server lists."""
+
+    api_key: SecretStr | None = None
+    """Bearer key for the upstream server. Never logged, never shown to the model."""
+
+    connect_timeout: float = Field(default=10.0, gt=0)
+    """Seconds allowed to open a connection to the upstream server."""
+
+    idle_timeout: float = Field(default=120.0, gt=0)
+    """Longest silence, in seconds, tolerated from the upstream while waiting for the next
+    chunk; past it the request fails with a timeout instead of hanging."""
+
+    max_retries: int = Field(default=2, ge=0, le=10)
+    """Retries (with backoff) for refused connections, 429 and 5xx before any output."""
+
+    server_flavor: Literal["generic", "sglang", "vllm"] = "generic"
+    """Which server-specific request fields may be sent when training data is asked for
+    (token ids, routed experts, speculative-decoding stats). `generic` sends only standard
+    OpenAI fields, which every server accepts."""
+
+    text_tool_calls: Literal["auto", "off", "kimi_k2", "deepseek_v3", "hermes"] = "auto"
+    """How to read tool calls that a model prints as text instead of native `tool_calls`:
+    `auto` recognizes all known formats, `off` leaves text untouched."""
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds. Anything but loopback requires `token`."""
+
+    port: int = Field(default=8765, ge=0, le=65535)
+    """TCP port of the HTTP server (0 picks a free one)."""
+
+    token: SecretStr | None = None
+    """Bearer token clients must send. Required when `host` is not a loopback address."""
+
+
+class LoggingSettings(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Least severe level written to stderr and to `<home>/logs`."""
+
+
+class Settings(BaseSettings):
+    """Everything opencomposer can be configured with."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_default=True,
+    )
+
+    home: Path = Field(default_factory=paths.default_home)
+    """Data folder: traces, checkpoints, logs (env `OPENCOMPOSER_HOME`)."""
+
+    models_dir: Path = Field(default_factory=paths.default_models_dir)
+    """Where pulled and converted models are kept."""
+
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message names the file or variable and key."""
+
+
+DEFAULT_ORIGIN = "default"
+
+
+@dataclass
+class LoadedSettings:
+    """Validated settings plus, for every key that was set, the layer that set it."""
+
+    settings: Settings
+    origins: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+    def origin(self, dotted_key: str) -> str:
+        return self.origins.get(dotted_key, DEFAULT_ORIGIN)
+
+    def explain(self) -> list[tuple[str, Any, str]]:
+        """(key, value, origin) for every leaf setting, secrets masked."""
+        return [(key, value, self.origin(key)) for key, value in _leaves(self.settings)]
+
+
+def load_settings(
+    workspace: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    user_file: Path | None = None,
+) -> LoadedSettings:
+    """Read every layer, merge them by precedence and validate the result.
+
+    `overrides` are command-line values keyed by dotted path (`{"server.port": 9000}`).
+    """
+    user_file = user_file or paths.user_config_file()
+    layers: list[tuple[str, dict[str, Any]]] = []
+    files: list[Path] = []
+    if user_file.is_file():
+        layers.append((f"user file {user_file}", _read_toml(user_file)))
+        files.append(user_file)
+    if workspace is not None:
+        workspace_file = workspace / paths.WORKSPACE_CONFIG_NAME
+        if workspace_file.is_file():
+            data = _read_toml(workspace_file)
+            _refuse_user_only_keys(data, workspace_file)
+            layers.append((f"workspace file {workspace_file}", data))
+            files.append(workspace_file)
+    layers.append(("env", EnvSettingsSource(Settings)()))
+    if overrides:
+        layers.append(("command line", _nest(overrides)))
+
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for origin, data in layers:
+        _merge(merged, data, origins, origin)
+    for key, origin in origins.items():
+        if origin == "env":
+            origins[key] = f"env {_env_name(key)}"
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origins)) from None
+    return LoadedSettings(settings=settings, origins=origins, files=files)
+
+
+def parse_override(assignment: str) -> tuple[str, Any]:
+    """Parse a `-c key=value` flag; the value is read as TOML, else taken as a string."""
+    key, sep, raw = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"expected KEY=VALUE, got {assignment!r} (e.g. -c server.port=9000)")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return TomlConfigSettingsSource(Settings, toml_file=path)()
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+
+
+def _refuse_user_only_keys(data: dict[str, Any], path: Path) -> None:
+    for key, _ in _dict_leaves(data):
+        for forbidden in USER_ONLY_KEYS:
+            if key == forbidden or key.startswith(forbidden + "."):
+                raise ConfigError(
+                    f"{path}: key {key} cannot be set in a workspace file, because a repository "
+                    f"could use it to send your code or credentials elsewhere; set it in "
+                    f"{paths.user_config_file()} or {_env_name(key)} instead"
+                )
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for dotted, value in flat.items():
+        node = nested
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"command line: {dotted} conflicts with another -c value")
+        node[leaf] = value
+    return nested
+
+
+def _merge(
+    into: dict[str, Any], data: Mapping[str, Any], origins: dict[str, str], origin: str, prefix=""
+) -> None:
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict | type(None)):
+            _merge(into.setdefault(key, {}), value, origins, origin, dotted + ".")
+        else:
+            into[key] = value
+            origins[dotted] = origin
+
+
+def _dict_leaves(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        if isinstance(value, Mapping) and value:
+            yield from _dict_leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            yield from _leaves(value, f"{prefix}{name}.")
+        elif isinstance(value, SecretStr):
+            yield f"{prefix}{name}", "********"
+        else:
+            yield f"{prefix}{name}", value
+
+
+def _env_name(dotted_key: str) -> str:
+    return ENV_PREFIX + dotted_key.replace(".", ENV_DELIMITER).upper()
+
+
+def _where(dotted_key: str, origins: Mapping[str, str]) -> str:
+    """Name the layer that set a key (or its nearest parent)."""
+    probe = dotted_key
+    while probe:
+        if probe in origins:
+            return origins[probe]
+        probe = probe.rpartition(".")[0]
+    return DEFAULT_ORIGIN
+
+
+def _valid_keys(loc: tuple[str | int, ...]) -> list[str]:
+    model: type[BaseModel] = Settings
+    for part in loc[:-1]:
+        annotation = model.model_fields[str(part)].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _describe(exc: ValidationError, origins: Mapping[str, str]) -> str:
+    lines = ["invalid configuration:"]
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        key = ".".join(str(part) for part in loc)
+        where = _where(key, origins)
+        if error["type"] == "extra_forbidden":
+            valid = _valid_keys(loc)
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            lines.append(f"  {where}: unknown key {key}{hint} (valid here: {', '.join(valid)})")
+        else:
+            shown = "********" if "key" in key or "token" in key else repr(error.get("input"))
+            lines.append(f"  {where}: {key} = {shown}: {error['msg']}")
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""Structured logging: readable lines on stderr, JSON lines in `<home>/logs`.
+
+Fields passed with `extra={...}` become `key=value` pairs on stderr and JSON keys in the
+file. stdout is never written to: it carries the LSP stream and `--json` output. Every record
+goes through the redactor before any handler sees it.
+"""
+
+import json
+import logging
+import logging.handlers
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from opencomposer.redact import Redactor
+
+LOGGER_NAME = "opencomposer"
+LOG_FILE_NAME = "opencomposer.log"
+_MAX_BYTES = 10 * 1024 * 1024
+_BACKUPS = 5
+
+_STANDARD_ATTRS = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+)
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The structured fields a caller attached with `extra=`."""
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS}
+
+
+class RedactingFilter(logging.Filter):
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redactor.redact(record.getMessage())
+        record.args = None
+        for key, value in record_fields(record).items():
+            if isinstance(value, str):
+                setattr(record, key, self.redactor.redact(value))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.redactor.redact(
+                logging.Formatter().formatException(record.exc_info)
+            )
+        return True
+
+
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when each record is emitted, so that a stream
+    swapped after setup (test capture, a server redirecting its output) is honoured."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+class HumanFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
+        name = record.name.removeprefix(LOGGER_NAME + ".")
+        fields = " ".join(f"{k}={v}" for k, v in record_fields(record).items())
+        line = f"{when} {record.levelname:<7} {name}: {record.getMessage()}"
+        if fields:
+            line += f"  {fields}"
+        if record.exc_text:
+            line += "\n" + record.exc_text
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **record_fields(record),
+        }
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def configure_logging(level: str, log_dir: Path | None, redactor: Redactor) -> Path | None:
+    """Install the stderr and file handlers on the `opencomposer` logger (idempotent).
+
+    Returns the log file in use, or None when `log_dir` is unset or cannot be written, which
+    is reported on stderr instead of failing: logging must never stop the program.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    logger.setLevel(level)
+    logger.propagate = False
+
+    redacting = RedactingFilter(redactor)
+    stderr = StderrHandler()
+    stderr.setFormatter(HumanFormatter())
+    stderr.addFilter(redacting)
+    logger.addHandler(stderr)
+
+    if log_dir is None:
+        return None
+    log_file = log_dir / LOG_FILE_NAME
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.handlers.RotatingFileHandler(
+            log_file, maxBytes=_MAX_BYTES, backupCount=_BACKUPS, encoding="utf-8"
+        )
+    except OSError as exc:
+        logger.warning("not writing a log file: %s", exc, extra={"log_dir": str(log_dir)})
+        return None
+    file_handler.setFormatter(JsonFormatter())
+    file_handler.addFilter(redacting)
+    logger.addHandler(file_handler)
+    return log_file

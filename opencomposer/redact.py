@@ -1,0 +1,50 @@
+"""Secret redaction for everything that leaves the process: logs now, tool output and traces.
+
+Two nets: exact values the process knows are secret (API keys and tokens from the config),
+and the shapes of well-known credentials that might appear anywhere (keys printed by a
+command, a token pasted in a prompt).
+"""
+
+import re
+from collections.abc import Iterable
+
+MASK = "[REDACTED]"
+
+# Values shorter than this are too likely to occur by accident to be masked everywhere.
+MIN_SECRET_LENGTH = 8
+
+_PATTERNS = [
+    re.compile(p)
+    for p in (
+        r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic keys
+        r"\bgh[pousr]_[A-Za-z0-9]{36,}",  # GitHub tokens
+        r"\bgithub_pat_[A-Za-z0-9_]{22,}",
+        r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face
+        r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",  # Slack
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
+        r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API keys
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    )
+]
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*")
+
+
+class Redactor:
+    """Masks known secret values and credential-shaped strings in text."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self._secrets: set[str] = set()
+        for secret in secrets:
+            self.add(secret)
+
+    def add(self, secret: str | None) -> None:
+        if secret and len(secret) >= MIN_SECRET_LENGTH:
+            self._secrets.add(secret)
+
+    def redact(self, text: str) -> str:
+        # Longest first, so a secret that contains another is masked whole.
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            text = text.replace(secret, MASK)
+        for pattern in _PATTERNS:
+            text = pattern.sub(MASK, text)
+        return _BEARER.sub(lambda m: m.group(1) + MASK, text)

@@ -1,0 +1,1 @@
+"""Serving: model engines (`engines`), the HTTP API (`http`) and the command line (`cli`)."""

@@ -1,0 +1,43 @@
+"""Options shared by commands, and turning them into settings."""
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from opencomposer.config import LoadedSettings, load_settings, parse_override
+from opencomposer.logs import configure_logging
+from opencomposer.redact import Redactor
+
+Workspace = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace", "-w", help="Workspace folder (its .opencomposer.toml is read).",
+        exists=True, file_okay=False, resolve_path=True,
+    ),
+]
+ConfigOverrides = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config", "-c", metavar="KEY=VALUE",
+        help="Override a setting, e.g. -c engine.base_url=http://127.0.0.1:30000/v1 "
+        "(value read as TOML, else as a string). Repeatable.",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def overrides_from(assignments: list[str] | None, **flags: Any) -> dict[str, Any]:
+    """`-c` assignments plus dedicated flags (which win); flags left unset are ignored."""
+    overrides = dict(parse_override(a) for a in assignments or [])
+    overrides.update({key: value for key, value in flags.items() if value is not None})
+    return overrides
+
+
+def settings_for(workspace: Path | None, overrides: dict[str, Any]) -> LoadedSettings:
+    """Load settings and start logging as they say; raises ConfigError."""
+    loaded = load_settings(workspace, overrides)
+    settings = loaded.settings
+    secrets = [s.get_secret_value() for s in (settings.engine.api_key, settings.server.token) if s]
+    configure_logging(settings.logging.level, settings.home / "logs", Redactor(secrets))
+    return loaded

@@ -1,0 +1,54 @@
+"""`opencomposer serve`: the HTTP server, on loopback unless told otherwise."""
+
+import socket
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from opencomposer.serving.cli.options import ConfigOverrides, Workspace, overrides_from, settings_for
+from opencomposer.serving.cli.output import err, out
+from opencomposer.serving.http.app import ENDPOINTS, create_app
+from opencomposer.serving.http.auth import is_loopback, new_token
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (sets server.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port (sets server.port).")] = None,
+    workspace: Workspace = None,
+    config: ConfigOverrides = None,
+) -> None:
+    """Serve the HTTP API. Binding a non-loopback address requires a bearer token; one is
+    generated and printed once if the config has none."""
+    loaded = settings_for(
+        workspace, overrides_from(config, **{"server.host": host, "server.port": port})
+    )
+    server = loaded.settings.server
+    token = server.token.get_secret_value() if server.token else None
+    if token is None and not is_loopback(server.host):
+        token = new_token()
+        err.print(
+            f"[yellow]{server.host} is not a loopback address: clients must send "
+            f"'Authorization: Bearer {token}' (set server.token to choose your own).[/]"
+        )
+    app = create_app(loaded, token, workspace)
+    # Bind before announcing, so the printed URL carries the real port (also for port 0) and
+    # an address in use is a clear error rather than a traceback from inside uvicorn.
+    family = socket.AF_INET6 if ":" in server.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((server.host, server.port))
+    except OSError as exc:
+        sock.close()
+        err.print(f"[red]cannot listen on {server.host}:{server.port}: {exc.strerror}[/]")
+        raise typer.Exit(1) from None
+    port = sock.getsockname()[1]
+    shown_host = f"[{server.host}]" if ":" in server.host else server.host
+    url = f"http://{shown_host}:{port}"
+    out.print(f"opencomposer serving at [bold]{url}[/]")
+    for path, what in ENDPOINTS.items():
+        out.print(f"  {url}{path}  {what}")
+    out.print("Not served yet: the model endpoints and the agent thread API.")
+    out.file.flush()
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -1,0 +1,240 @@
+"""The engine protocol: one async streaming interface for every model backend.
+
+In: chat messages in the OpenAI shape, tool JSON schemas, sampling parameters, and what the
+caller wants captured for training. Out: a stream of deltas (text, reasoning, tool-call
+starts and argument fragments) that always ends with one `Finished` carrying the assembled
+result: text, tool calls, finish reason, usage and, when asked, token ids, logprobs, routed
+experts and speculative-decoding statistics recorded at sampling time.
+
+A stream is an async generator. Consumers that may stop early must close it (use
+`contextlib.aclosing`, or `complete()`), which cancels the request upstream.
+"""
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from opencomposer.serving.engines.errors import EngineProtocolError
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCall(_Wire):
+    id: str
+    name: str
+    arguments: str = ""
+    """Raw JSON text as the model produced it; it may be invalid, and the caller decides."""
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as an object; raises ValueError when they are not a JSON object."""
+        value = json.loads(self.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+        return value
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+class ChatMessage(_Wire):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    reasoning: str | None = None
+    """An assistant's thinking, kept for the trace; backends decide whether to send it back."""
+
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    """For `tool` messages: the call this result answers."""
+
+    name: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            message["name"] = self.name
+        return message
+
+
+class ToolSpec(_Wire):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments object."""
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+class SamplingParams(_Wire):
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    stop: list[str] = Field(default_factory=list)
+    seed: int | None = None
+
+
+class Capture(_Wire):
+    """What to record at sampling time for training (costly; off by default)."""
+
+    token_ids: bool = False
+    logprobs: bool = False
+    top_logprobs: int = Field(default=0, ge=0, le=20)
+    routed_experts: bool = False
+    spec_stats: bool = False
+
+
+class GenerationRequest(_Wire):
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    tool_choice: Literal["auto", "none", "required"] | str = "auto"
+    """`auto`, `none`, `required`, or the name of the one tool the model must call."""
+
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    capture: Capture = Field(default_factory=Capture)
+    model: str | None = None
+    """Model id; the engine's configured model when unset."""
+
+
+# --------------------------------------------------------------------------- stream events
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    index: int
+    """Position of the call in this generation, from 0."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallArgumentsDelta:
+    index: int
+    text: str
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(slots=True)
+class TokenTrace:
+    """Token-level record of a generation, as sampled (never re-tokenized)."""
+
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    """Log-probability of each sampled completion token."""
+
+    routed_experts: np.ndarray | None = None
+    """int32 [positions, layers * top_k]: experts chosen at each position (prompt and
+    completion, last position excluded), for router replay."""
+
+    weights_version: str | None = None
+
+
+@dataclass(slots=True)
+class SpecDecodeStats:
+    verify_steps: int
+    """Forward passes of the target model that verified drafts."""
+
+    accept_length: float
+    """Mean tokens produced per verify step (1 means no draft was ever accepted)."""
+
+    accept_rate: float | None = None
+    """Accepted draft tokens / proposed draft tokens."""
+
+
+@dataclass(slots=True)
+class GenerationResult:
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+    usage: Usage | None = None
+    model: str | None = None
+    tokens: TokenTrace | None = None
+    spec: SpecDecodeStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """Always the last event of a successful stream."""
+
+    result: GenerationResult
+
+
+EngineEvent = TextDelta | ReasoningDelta | ToolCallStarted | ToolCallArgumentsDelta | Finished
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    id: str
+    context_window: int | None = None
+    """Maximum prompt + completion tokens, when the server says."""
+
+    owned_by: str | None = None
+
+
+class Engine(Protocol):
+    """A model backend. Implementations: `openai` (any OpenAI-compatible server)."""
+
+    async def models(self) -> list[ModelInfo]:
+        """Models the backend can serve."""
+        ...
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        """Stream one generation; raises `EngineError` subclasses, never hangs past the
+        configured timeouts. Closing the iterator cancels the request."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and processes."""
+        ...
+
+
+async def complete(engine: Engine, request: GenerationRequest) -> GenerationResult:
+    """Run a generation to the end and return its result."""
+    async with aclosing(engine.generate(request)) as stream:
+        async for event in stream:
+            if isinstance(event, Finished):
+                return event.result
+    raise EngineProtocolError("the engine's stream ended without a result")

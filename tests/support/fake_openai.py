@@ -1,0 +1,213 @@
+"""A fake OpenAI-compatible upstream: a real HTTP/1.1 server on loopback that replays
+recorded SSE streams (tests/support/streams/*.sse) and misbehaves on request.
+
+It speaks raw HTTP over asyncio streams rather than through a web framework, so a test can
+make it do what real servers do when they break: die mid-chunk, stall forever, send garbage,
+or stream until the client hangs up (which it records).
+"""
+
+import asyncio
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STREAMS = Path(__file__).parent / "streams"
+DONE = b"data: [DONE]\n\n"
+
+
+def sse_events(name: str) -> list[bytes]:
+    """The events of a recorded stream, each with its trailing blank line."""
+    raw = (STREAMS / f"{name}.sse").read_bytes()
+    return [event + b"\n\n" for event in raw.strip().split(b"\n\n")]
+
+
+@dataclass
+class Replay:
+    """Replay a recorded stream. `split`: write every N bytes as its own chunk so events
+    break mid-line; `die_after`: close the connection abruptly after that many events;
+    `stall_after`: stop sending (without closing) after that many events."""
+
+    stream: str
+    split: int | None = None
+    die_after: int | None = None
+    stall_after: int | None = None
+    delay: float = 0.0
+
+
+@dataclass
+class Status:
+    """Answer with an HTTP error and a JSON body."""
+
+    code: int
+    body: dict[str, Any]
+
+
+@dataclass
+class Endless:
+    """Stream content chunks until the client disconnects."""
+
+    interval: float = 0.02
+
+
+Scenario = Replay | Status | Endless
+
+
+@dataclass
+class FakeOpenAI:
+    models: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"id": "fake-model", "object": "model", "owned_by": "tests",
+                                  "max_model_len": 8192}]
+    )
+    scenarios: deque[Scenario] = field(default_factory=deque)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    disconnects: int = 0
+    port: int = 0
+    _server: asyncio.Server | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *scenarios: Scenario) -> None:
+        self.scenarios.extend(scenarios)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def wait_for_disconnect(self, timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout):
+            while not self.disconnects:
+                await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        line = await reader.readline()
+        if not line:
+            return False
+        method, target, _ = line.decode().split(" ", 2)
+        headers: dict[str, str] = {}
+        while (header := await reader.readline()) not in (b"\r\n", b""):
+            key, _, value = header.decode().partition(":")
+            headers[key.strip().lower()] = value.strip()
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        if method == "GET" and target.endswith("/models"):
+            await self._json(writer, 200, {"object": "list", "data": self.models})
+            return True
+        if method == "POST" and target.endswith("/chat/completions"):
+            self.requests.append({"headers": headers, "body": json.loads(body)})
+            scenario = self.scenarios.popleft() if self.scenarios else None
+            if scenario is None:
+                await self._json(writer, 500, {"error": {"message": "no scenario queued"}})
+                return True
+            if isinstance(scenario, Status):
+                await self._json(writer, scenario.code, scenario.body)
+                return True
+            return await self._stream(reader, writer, scenario)
+        await self._json(writer, 404, {"error": {"message": f"no route {method} {target}"}})
+        return True
+
+    async def _json(self, writer: asyncio.StreamWriter, code: int, payload: Any) -> None:
+        body = json.dumps(payload).encode()
+        writer.write(
+            f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+        await writer.drain()
+
+    async def _stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, scenario: Replay | Endless
+    ) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        hangup = asyncio.ensure_future(reader.read(1))  # completes when the client closes
+        try:
+            if isinstance(scenario, Endless):
+                await self._endless(writer, scenario, hangup)
+                return False
+            return await self._replay(writer, scenario, hangup)
+        finally:
+            hangup.cancel()
+
+    async def _chunk(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        await writer.drain()
+
+    async def _replay(
+        self, writer: asyncio.StreamWriter, scenario: Replay, hangup: asyncio.Future
+    ) -> bool:
+        events = sse_events(scenario.stream)
+        for number, event in enumerate(events):
+            if number == scenario.die_after:
+                writer.transport.abort()  # no terminating chunk: a broken body
+                return False
+            if number == scenario.stall_after:
+                await hangup
+                self.disconnects += 1
+                return False
+            pieces = (
+                [event[i : i + scenario.split] for i in range(0, len(event), scenario.split)]
+                if scenario.split
+                else [event]
+            )
+            for piece in pieces:
+                await self._chunk(writer, piece)
+            if scenario.delay:
+                await asyncio.sleep(scenario.delay)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def _endless(
+        self, writer: asyncio.StreamWriter, scenario: Endless, hangup: asyncio.Future
+    ) -> None:
+        chunk = {"id": "x", "object": "chat.completion.chunk", "model": "fake-model",
+                 "choices": [{"index": 0, "delta": {"content": "tick "}, "finish_reason": None}]}
+        data = f"data: {json.dumps(chunk)}\n\n".encode()
+        while not hangup.done():
+            try:
+                await self._chunk(writer, data)
+            except ConnectionError:
+                break
+            await asyncio.sleep(scenario.interval)
+        self.disconnects += 1
+
+
+class ThreadedFakeOpenAI:
+    """The fake on its own event loop in a thread, for tests that block (CLI subprocesses)."""
+
+    def __init__(self) -> None:
+        self.fake = FakeOpenAI()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.fake.start(), self._loop).result(5)
+        return self.fake
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.fake.stop(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()

@@ -7,9 +7,11 @@ class EngineError(Exception):
     kind = "engine_error"
     retryable = False
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.status = status
+        """The HTTP status behind the failure, when there was one."""
 
 
 class EngineUnavailable(EngineError):
@@ -37,10 +39,6 @@ class EngineRequestError(EngineError):
 
     kind = "engine_bad_request"
 
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
 
 class ContextLengthExceeded(EngineRequestError):
     """The prompt plus requested completion exceed the model's context window: compact the
@@ -59,10 +57,6 @@ class EngineServerError(EngineError):
 
     kind = "engine_server_error"
     retryable = True
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class EngineProtocolError(EngineError):

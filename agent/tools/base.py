@@ -1,0 +1,68 @@
+"""What a tool is: a name, a short description, a pydantic argument model (the JSON schema
+the model sees is generated from it), a risk classification, and an async `run`.
+
+A run returns `ToolResult`: `text` is what the model reads (terse, capped); `view` and
+`fields` fill the protocol item clients render (`file_read`, `search`, `command_execution`,
+...); `data` carries anything else a client or test wants in structured form. Failures are
+raised as `ToolError`s and turned into results by the harness.
+"""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from opencomposer.agent.protocol.common import ActionClass
+from opencomposer.serving.engines.base import ToolSpec
+
+if TYPE_CHECKING:
+    from opencomposer.agent.tools.harness import ToolHarness
+
+View = Literal["tool_call", "command_execution", "file_change", "search", "file_read", "todo_list"]
+
+
+class ToolArgs(BaseModel):
+    """Base of argument models: field docstrings become the descriptions the model reads,
+    unknown arguments are errors (a misspelt argument must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+@dataclass
+class ToolResult:
+    text: str
+    view: View = "tool_call"
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Fields of the protocol item named by `view` (e.g. `path`, `range` for `file_read`)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    harness: "ToolHarness"
+    call_id: str
+    turn_id: str | None = None
+    """Groups the call's file changes into a turn for undo."""
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[ToolArgs]]
+
+    def action_class(self, args: ToolArgs) -> ActionClass:
+        """Risk of this call; read-only unless a tool says otherwise."""
+        return ActionClass.read_only
+
+    @abstractmethod
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult: ...
+
+    def spec(self) -> ToolSpec:
+        schema = self.Args.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)

@@ -33,7 +33,14 @@ ENV_DELIMITER = "__"
 
 # Keys a repository's `.opencomposer.toml` must not set: they decide where code, prompts and
 # credentials are sent, and where the user's data lives.
-USER_ONLY_KEYS = ("home", "models_dir", "server", "engine.base_url", "engine.api_key")
+USER_ONLY_KEYS = (
+    "home",
+    "models_dir",
+    "server",
+    "engine.base_url",
+    "engine.api_key",
+    "tools.allow_network",
+)
 
 
 class Section(BaseModel):
@@ -87,6 +94,26 @@ class ServerSettings(Section):
     """Bearer token clients must send. Required when `host` is not a loopback address."""
 
 
+class ToolSettings(Section):
+    output_cap: int = Field(default=30_000, ge=1_000)
+    """Most characters of one tool result the model reads; longer output keeps its head and
+    tail with a note of what was cut."""
+
+    read_lines: int = Field(default=2_000, ge=10)
+    """Lines `read_file` returns when the call gives no `limit`."""
+
+    command_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a command runs in the foreground before control returns with partial output
+    (the command keeps running as a background job)."""
+
+    allow_network: bool = False
+    """Whether sandboxed commands may reach the network."""
+
+    secret_env: list[str] = Field(default_factory=list)
+    """Extra environment variable names to remove from commands' environment and mask in
+    their output (names ending in _TOKEN, _KEY, _SECRET, _PASSWORD are always removed)."""
+
+
 class LoggingSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Least severe level written to stderr and to `<home>/logs`."""
@@ -111,6 +138,7 @@ class Settings(BaseSettings):
 
     engine: EngineSettings = Field(default_factory=EngineSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
 

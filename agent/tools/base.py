@@ -7,6 +7,7 @@ A run returns `ToolResult`: `text` is what the model reads (terse, capped); `vie
 raised as `ToolError`s and turned into results by the harness.
 """
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -55,6 +56,11 @@ class Tool(ABC):
     def action_class(self, args: ToolArgs) -> ActionClass:
         """Risk of this call; read-only unless a tool says otherwise."""
         return ActionClass.read_only
+
+    def summary(self, args: ToolArgs) -> str:
+        """One line for a human deciding an approval: what the call would do."""
+        shown = json.dumps(args.model_dump(exclude_defaults=True), ensure_ascii=False)
+        return f"{self.name} {shown if len(shown) <= 200 else shown[:199] + '…'}"
 
     @abstractmethod
     async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult: ...

@@ -7,6 +7,7 @@ first 8 KiB (and no UTF-16/32 mark) means binary: such files are reported, never
 """
 
 import codecs
+import re
 from dataclasses import dataclass, replace
 
 import charset_normalizer
@@ -92,10 +93,15 @@ def decode(data: bytes) -> TextFile:
         return TextFile(text, _format(text, "utf-8"))
     except UnicodeDecodeError:
         pass
-    best = charset_normalizer.from_bytes(data).best()
+    matches = charset_normalizer.from_bytes(data)
+    best = matches.best()
     if best is not None and best.chaos <= _MAX_CHAOS and best.encoding not in ("ascii", "utf_8"):
-        encoding = codecs.lookup(best.encoding).name
-        text = str(best)
+        # Short Western text decodes equally cleanly in several code pages; prefer the one
+        # legacy source files actually use (cp1252 is Latin-1 plus printable 0x80-0x9F).
+        tied = [m for m in matches if m.chaos <= best.chaos + 0.01]
+        chosen = next((m for m in tied if m.encoding == "cp1252"), best)
+        encoding = codecs.lookup(chosen.encoding).name
+        text = str(chosen)
         return TextFile(text, _format(text, encoding))
     text = data.decode("latin-1")
     return TextFile(text, _format(text, "latin-1"))
@@ -130,3 +136,11 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
+
+
+_LINE_WITH_ENDING = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def lines_with_endings(text: str) -> list[str]:
+    """Lines keeping their endings, split only at `\\n`, `\\r\\n` and `\\r`."""
+    return _LINE_WITH_ENDING.findall(text)

@@ -15,8 +15,10 @@ from opencomposer.config import ConfigError
 from opencomposer.serving.cli.config_cmd import config_app
 from opencomposer.serving.cli.doctor_cmd import doctor
 from opencomposer.serving.cli.engine_cmd import engine_app
+from opencomposer.serving.cli.models_cmd import models_app
 from opencomposer.serving.cli.protocol_cmd import protocol_app
 from opencomposer.serving.cli.serve_cmd import serve
+from opencomposer.serving.cli.tools_cmd import tool, tools
 from opencomposer.serving.engines.errors import EngineError
 
 app = typer.Typer(
@@ -29,8 +31,11 @@ app = typer.Typer(
 )
 app.command()(doctor)
 app.command()(serve)
+app.command()(tools)
+app.command()(tool)
 app.add_typer(config_app, name="config")
 app.add_typer(engine_app, name="engine")
+app.add_typer(models_app, name="models")
 app.add_typer(protocol_app, name="protocol")
 
 

@@ -1,0 +1,120 @@
+"""Applying file operations as one unit: checkpoint first, then write, and on a failure part
+way through, put back what was already written.
+
+Every tool that changes files (write, delete, move, edit, patch) ends here, so atomicity,
+undo records and the diffs clients show are done once.
+"""
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from opencomposer.agent.protocol.items import FileChange, FileChangeKind
+from opencomposer.agent.tools.checkpoints import Change, CheckpointStore
+from opencomposer.agent.tools.errors import UnexpectedEnvironment
+from opencomposer.agent.tools.textfile import BinaryFile, decode, lines_with_endings
+from opencomposer.agent.tools.workspace import Workspace
+
+# Diffs beyond this many characters are cut for clients (the file itself is complete).
+MAX_DIFF_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class FileOp:
+    kind: Literal["add", "update", "delete", "move"]
+    path: Path
+    before: bytes | None
+    after: bytes | None
+    move_to: Path | None = None
+
+    def checkpoint_changes(self) -> list[Change]:
+        if self.kind == "move":
+            assert self.move_to is not None
+            return [Change(self.path, self.before, None), Change(self.move_to, None, self.after)]
+        return [Change(self.path, self.before, self.after)]
+
+
+async def apply_ops(
+    ops: Sequence[FileOp],
+    workspace: Workspace,
+    checkpoints: CheckpointStore,
+    call_id: str,
+    turn_id: str | None,
+) -> list[FileChange]:
+    """Record, then perform, every op; all land or (as far as the disk allows) none."""
+    checkpoints.record(call_id, turn_id, [c for op in ops for c in op.checkpoint_changes()])
+    done: list[FileOp] = []
+    try:
+        for op in ops:
+            await _perform(op, workspace)
+            done.append(op)
+    except OSError as exc:
+        for op in reversed(done):
+            try:
+                await _revert(op, workspace)
+            except OSError:
+                pass  # the checkpoint still holds the original for a later undo
+        raise UnexpectedEnvironment(
+            f"writing {workspace.relative(op.path)} failed ({exc.strerror or exc}); "
+            f"{len(done)} earlier change(s) of this call were rolled back"
+        ) from None
+    return [describe(op, workspace) for op in ops]
+
+
+async def _perform(op: FileOp, workspace: Workspace) -> None:
+    writer = workspace.writer
+    if op.kind == "delete":
+        await writer.delete(op.path)
+    elif op.kind == "move":
+        assert op.move_to is not None and op.after is not None
+        await writer.move(op.path, op.move_to)
+        if op.after != op.before:
+            await writer.write(op.move_to, op.after)
+    else:
+        assert op.after is not None
+        await writer.write(op.path, op.after)
+
+
+async def _revert(op: FileOp, workspace: Workspace) -> None:
+    writer = workspace.writer
+    if op.kind == "add":
+        await writer.delete(op.path)
+    elif op.kind == "move":
+        assert op.move_to is not None and op.before is not None
+        await writer.move(op.move_to, op.path)
+        await writer.write(op.path, op.before)
+    else:
+        assert op.before is not None
+        await writer.write(op.path, op.before)
+
+
+def describe(op: FileOp, workspace: Workspace) -> FileChange:
+    return FileChange(
+        path=workspace.relative(op.path),
+        kind=FileChangeKind(op.kind),
+        diff=unified_diff(op.before, op.after, workspace.relative(op.path),
+                          workspace.relative(op.move_to or op.path)),
+        move_to=workspace.relative(op.move_to) if op.move_to else None,
+    )
+
+
+def unified_diff(before: bytes | None, after: bytes | None, old_name: str, new_name: str) -> str:
+    """A git-style unified diff of two text images; empty for binary content."""
+    try:
+        old = decode(before).text if before is not None else ""
+        new = decode(after).text if after is not None else ""
+    except BinaryFile:
+        return ""
+    lines = difflib.unified_diff(
+        lines_with_endings(old),
+        lines_with_endings(new),
+        fromfile="/dev/null" if before is None else f"a/{old_name}",
+        tofile="/dev/null" if after is None else f"b/{new_name}",
+    )
+    diff = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
+    if len(diff) > MAX_DIFF_CHARS:
+        diff = diff[:MAX_DIFF_CHARS] + f"\n[diff cut at {MAX_DIFF_CHARS:,} characters]\n"
+    return diff

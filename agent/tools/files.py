@@ -36,16 +36,24 @@ def existing_file(path: Path, shown: str) -> bytes:
     return path.read_bytes()
 
 
-def encode_like(text: str, before: bytes | None, shown: str) -> bytes:
-    """Encode new content in the format of the file it replaces (UTF-8 for a new file)."""
+def encode_like(
+    text: str, before: bytes | None, shown: str, *, newlines_done: bool = False
+) -> bytes:
+    """Encode new content in the format of the file it replaces (UTF-8 for a new file).
+
+    Model-written text has `\\n` line endings, which become the file's own unless the
+    caller already produced them (`newlines_done`).
+    """
     if before is None:
         return text.encode("utf-8")
     try:
         old = decode(before)
     except BinaryFile:
         return text.encode("utf-8")
+    if not newlines_done:
+        text = to_file_newlines(text, old.format.newline)
     try:
-        return old.with_text(to_file_newlines(text, old.format.newline)).encode()
+        return old.with_text(text).encode()
     except UnicodeEncodeError as exc:
         raise InvalidArguments(
             f"{shown} is {old.format.encoding}, which cannot encode "

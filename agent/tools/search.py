@@ -9,6 +9,8 @@ context lines), capped, with totals for what was left out so the model can narro
 import asyncio
 import base64
 import json
+import os
+import subprocess
 from pathlib import Path
 
 from pydantic import Field
@@ -19,7 +21,6 @@ from opencomposer.paths import find_program
 
 MAX_LINE_CHARS = 500
 MAX_GLOB_RESULTS = 500
-_SUMMARY_END = b'"type":"summary"}'
 _COMMON = ["--hidden", "--no-require-git", "--glob", "!.git", "--sort", "path"]
 
 
@@ -29,6 +30,17 @@ def ripgrep() -> Path:
         raise UnexpectedEnvironment("ripgrep (rg) is not installed",
                                     hint="Install the `ripgrep` wheel; `opencomposer doctor` checks it.")
     return rg
+
+
+def list_workspace_files(root: Path) -> list[Path]:
+    """Absolute paths of the files under `root` that ignore rules keep, sorted."""
+    proc = subprocess.run([str(ripgrep()), "--files", *_COMMON, "--", "."], cwd=root,
+                          capture_output=True, timeout=300)
+    if proc.returncode not in (0, 1):
+        raise UnexpectedEnvironment(f"ripgrep could not list files: "
+                                    f"{proc.stderr.decode(errors='replace').strip()}")
+    return [root / _display_path(line) for line in
+            proc.stdout.decode("utf-8", "replace").splitlines()]
 
 
 async def run_ripgrep(args: list[str], cwd: Path) -> asyncio.subprocess.Process:
@@ -92,61 +104,95 @@ class Grep(Tool):
     Args = GrepArgs
 
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
+        # Two passes keep ripgrep parallel yet the answer deterministic: count matches per
+        # file (fast, unsorted), then print only the first files in path order that hold
+        # max_results matches. Sorting a single pass (`--sort path`) would make ripgrep
+        # single-threaded: 2x slower on the benchmark tree.
         workspace = ctx.harness.workspace
         target = workspace.resolve(args.path)
-        argv = ["--json", *_COMMON]
-        argv.append({True: "--case-sensitive", False: "--ignore-case", None: "--smart-case"}[
-            args.case_sensitive])
-        if args.literal:
-            argv.append("--fixed-strings")
-        if args.context:
-            argv += ["--context", str(args.context)]
-        if args.glob:
-            argv += ["--glob", args.glob]
-        argv += ["-e", args.pattern, "--", str(target)]
-        proc = await run_ripgrep(argv, workspace.root)
-        lines, shown_matches, files = [], 0, []
-        total_matches = total_files = 0
-        last_path, last_line = None, 0
-        assert proc.stdout is not None
-        async for raw in proc.stdout:
-            if shown_matches >= args.max_results and not raw.rstrip().endswith(_SUMMARY_END):
-                continue  # past the cap only the summary's totals are needed
-            event = json.loads(raw)
-            kind, data = event["type"], event["data"]
-            if kind == "summary":
-                total_matches = data["stats"]["matched_lines"]
-                total_files = data["stats"]["searches_with_match"]
-            elif kind in ("match", "context"):
-                path = workspace.relative(workspace.root / _display_path(_text(data["path"])))
-                number = data["line_number"]
-                if path != last_path:
-                    files.append(path)
-                elif args.context and number > last_line + 1:
-                    lines.append("--")
-                last_path, last_line = path, number
-                separator = ":" if kind == "match" else "-"
-                lines.append(f"{path}{separator}{number}{separator}{_clip(_text(data['lines']))}")
-                shown_matches += kind == "match"
-        stderr = (await proc.stderr.read()).decode(errors="replace").strip() if proc.stderr else ""
-        code = await proc.wait()
-        if code == 2 and not lines:
-            raise InvalidArguments(
-                f"ripgrep rejected the search: {stderr.splitlines()[-1] if stderr else code}",
-                hint="Fix the regular expression, or set literal=true to search plain text.")
+        matcher = self._matcher(args)
+        counts = await _count_matches(matcher, workspace.relative(target), workspace.root)
+        total_matches, total_files = sum(counts.values()), len(counts)
         fields = {"query": args.pattern, "method": "grep", "match_count": total_matches,
-                  "file_count": total_files, "truncated": total_matches > shown_matches}
-        if not lines:
+                  "file_count": total_files, "truncated": total_matches > args.max_results}
+        if not counts:
             where = _place(workspace.relative(target))
             return ToolResult(text=f"No matches for {args.pattern!r} in {where}.", view="search",
                               fields=fields)
+        chosen, covered = [], 0
+        for path in sorted(counts):
+            chosen.append(path)
+            covered += counts[path]
+            if covered >= args.max_results:
+                break
+        lines, shown = await _print_matches(matcher, args.context, chosen, workspace.root,
+                                            args.max_results)
         text = "\n".join(lines)
-        if total_matches > shown_matches:
-            more_files = total_files - len(files)
-            text += (f"\n[... {total_matches - shown_matches:,} more matching lines"
+        if total_matches > shown:
+            more_files = total_files - len(chosen)
+            text += (f"\n[... {total_matches - shown:,} more matching lines"
                      + (f" in {more_files:,} more files" if more_files > 0 else "")
                      + "; narrow the search with path or glob]")
         return ToolResult(text=text, view="search", fields=fields)
+
+    @staticmethod
+    def _matcher(args: GrepArgs) -> list[str]:
+        flags = ["--hidden", "--no-require-git", "--glob", "!.git"]
+        flags.append({True: "--case-sensitive", False: "--ignore-case", None: "--smart-case"}[
+            args.case_sensitive])
+        if args.literal:
+            flags.append("--fixed-strings")
+        if args.glob:
+            flags += ["--glob", args.glob]
+        return [*flags, "-e", args.pattern]
+
+
+async def _count_matches(matcher: list[str], target: str, root: Path) -> dict[str, int]:
+    """Matching lines per file under `target` (relative to `root`), keyed by relative path."""
+    proc = await run_ripgrep(["--count", "--with-filename", "--null", *matcher, "--", target],
+                             root)
+    out, err = await proc.communicate()
+    if proc.returncode == 2 and not out:
+        message = err.decode(errors="replace").strip().splitlines()
+        raise InvalidArguments(
+            f"ripgrep rejected the search: {message[-1] if message else proc.returncode}",
+            hint="Fix the regular expression, or set literal=true to search plain text.")
+    counts = {}
+    for record in out.split(b"\n"):
+        path, _, count = record.partition(b"\0")
+        if count:
+            counts[_display_path(os.fsdecode(path))] = int(count)
+    return counts
+
+
+async def _print_matches(matcher: list[str], context: int, paths: list[str], root: Path,
+                         limit: int) -> tuple[list[str], int]:
+    """ripgrep-style lines for the matches in `paths` (in that order), at most `limit`;
+    groups of context lines are separated by `--` as ripgrep does."""
+    around = ["--context", str(context)] if context else []
+    proc = await run_ripgrep(["--json", *matcher, *around, "--", *paths], root)
+    out, _ = await proc.communicate()
+    by_file: dict[str, list[tuple[int, str, str]]] = {}
+    for raw in out.splitlines():
+        event = json.loads(raw)
+        if event["type"] in ("match", "context"):
+            data = event["data"]
+            path = _display_path(_text(data["path"]))
+            separator = ":" if event["type"] == "match" else "-"
+            by_file.setdefault(path, []).append(
+                (data["line_number"], separator, _clip(_text(data["lines"]))))
+    lines, shown = [], 0
+    for path in paths:
+        previous = None
+        for number, separator, text in by_file.get(path, []):
+            if shown >= limit and separator == ":":
+                return lines, shown
+            if context and previous is not None and number > previous + 1:
+                lines.append("--")
+            lines.append(f"{path}{separator}{number}{separator}{text}")
+            shown += separator == ":"
+            previous = number
+    return lines, shown
 
 
 # --------------------------------------------------------------------------- glob

@@ -12,6 +12,7 @@ import typer
 
 import opencomposer
 from opencomposer.config import ConfigError
+from opencomposer.serving.cli.bench_cmd import bench_app
 from opencomposer.serving.cli.config_cmd import config_app
 from opencomposer.serving.cli.doctor_cmd import doctor
 from opencomposer.serving.cli.engine_cmd import engine_app
@@ -33,6 +34,7 @@ app.command()(doctor)
 app.command()(serve)
 app.command()(tools)
 app.command()(tool)
+app.add_typer(bench_app, name="bench")
 app.add_typer(config_app, name="config")
 app.add_typer(engine_app, name="engine")
 app.add_typer(models_app, name="models")

@@ -63,6 +63,9 @@ def test_wheel_holds_every_subpackage_and_no_bare_module(wheel: Path):
         for init in (REPO / folder).rglob("__init__.py"):
             relative = init.relative_to(REPO / folder).as_posix()
             assert f"{installed}/{relative}" in names, relative
+    for data in (REPO / "agent").rglob("*.scm"):  # data files the code loads at run time
+        relative = data.relative_to(REPO / "agent").as_posix()
+        assert f"opencomposer/agent/{relative}" in names, relative
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "opencomposer = opencomposer.serving.cli.app:main" in entry_points

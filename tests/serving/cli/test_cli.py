@@ -11,7 +11,7 @@ from support.fake_openai import Replay, Status, ThreadedFakeOpenAI
 
 from opencomposer import paths
 from opencomposer.agent.protocol.schema import protocol_schema_json
-from opencomposer.serving.doctor import BWRAP_PROBE
+from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
 
@@ -87,12 +87,9 @@ def test_doctor_json_reports_what_works_here():
         assert check["status"] == "ok" or check["disables"], check
 
     # The sandbox verdict must match what bubblewrap really does on this machine.
-    bwrap = paths.find_program("bwrap")
-    if bwrap is None:
-        assert checks["sandbox"]["status"] == "missing"
-    else:
-        works = subprocess.run([str(bwrap), *BWRAP_PROBE], capture_output=True).returncode == 0
-        assert checks["sandbox"]["status"] == ("ok" if works else "error")
+    works, _ = probe_bubblewrap()
+    expected = "ok" if works else "missing" if paths.find_program("bwrap") is None else "error"
+    assert checks["sandbox"]["status"] == expected
 
 
 def test_doctor_reports_a_broken_config_instead_of_crashing(tmp_path: Path):

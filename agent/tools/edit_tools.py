@@ -1,0 +1,161 @@
+"""Editing tools: edit_file (exact string replacement) and apply_patch (multi-file patches).
+
+Both validate everything before anything touches the disk: a failed edit or an invalid patch
+changes nothing and tells the model why, with the closest real lines. The file's encoding,
+byte-order mark and line endings are kept.
+"""
+
+from pydantic import Field, model_validator
+
+from opencomposer.agent.protocol.common import ActionClass
+from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
+from opencomposer.agent.tools.changes import FileOp
+from opencomposer.agent.tools.editing.patch import PatchError, parse_patch, plan_patch
+from opencomposer.agent.tools.editing.str_replace import Edit, EditError, apply_edits
+from opencomposer.agent.tools.errors import Conflict, InvalidArguments
+from opencomposer.agent.tools.files import encode_like, writable
+from opencomposer.agent.tools.textfile import BinaryFile, split_lines
+
+SNIPPET_CONTEXT = 2
+MAX_SNIPPETS = 3
+
+
+class EditSpec(ToolArgs):
+    old_string: str
+    """Exact text to replace, including whitespace and indentation."""
+
+    new_string: str
+    """Replacement text."""
+
+    replace_all: bool = False
+    """Replace every occurrence instead of requiring exactly one."""
+
+
+class EditFileArgs(ToolArgs):
+    path: str
+    """File to edit, relative to the workspace root."""
+
+    old_string: str | None = None
+    """Exact text to replace; it must occur exactly once unless replace_all is set."""
+
+    new_string: str | None = None
+    """Replacement text."""
+
+    replace_all: bool = False
+    """Replace every occurrence of old_string."""
+
+    edits: list[EditSpec] | None = Field(default=None, min_length=1)
+    """Several replacements applied in order, all or none (instead of old_string/new_string)."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "EditFileArgs":
+        single = self.old_string is not None or self.new_string is not None
+        if single == (self.edits is not None):
+            raise ValueError("give either old_string and new_string, or edits")
+        if single and (self.old_string is None or self.new_string is None):
+            raise ValueError("old_string and new_string go together")
+        return self
+
+    def as_edits(self) -> list[Edit]:
+        if self.edits is not None:
+            return [Edit(e.old_string, e.new_string, e.replace_all) for e in self.edits]
+        assert self.old_string is not None and self.new_string is not None
+        return [Edit(self.old_string, self.new_string, self.replace_all)]
+
+
+class EditFile(Tool):
+    name = "edit_file"
+    description = (
+        "Replace exact text in a file (old_string -> new_string; old_string must be unique "
+        "unless replace_all). Several edits in one call apply in order, all or none. On "
+        "failure nothing changes and the closest real lines are shown."
+    )
+    Args = EditFileArgs
+
+    def action_class(self, args: ToolArgs) -> ActionClass:
+        return ActionClass.writes_workspace
+
+    async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolResult:
+        workspace = ctx.harness.workspace
+        path = writable(workspace, args.path)
+        shown = workspace.relative(path)
+        if not path.is_file():
+            raise InvalidArguments(f"{shown} does not exist",
+                                   hint="Create it with write_file.")
+        try:
+            document = workspace.read_text(path)
+        except BinaryFile:
+            raise InvalidArguments(f"{shown} is a binary file and cannot be edited as text") \
+                from None
+        try:
+            outcome = apply_edits(document.text, args.as_edits(), document.format.newline)
+        except EditError as error:
+            raise (Conflict if error.reason in ("no_match", "multiple_matches", "overlap")
+                   else InvalidArguments)(f"{shown}: {error.message}") from None
+        before = path.read_bytes()
+        after = encode_like(outcome.text, before, shown, newlines_done=True)
+        changes = await ctx.harness.apply([FileOp("update", path, before, after)], ctx)
+        lines = split_lines(outcome.text)
+        snippets = [_snippet(lines, first, last) for first, last in
+                    outcome.changed_lines[:MAX_SNIPPETS]]
+        text = [f"Edited {shown}: {outcome.replacements} replacement"
+                f"{'s' if outcome.replacements != 1 else ''}.", *outcome.notes, *snippets]
+        return ToolResult(text="\n".join(text), view="file_change", fields={"changes": changes})
+
+
+def _snippet(lines: list[str], first: int, last: int) -> str:
+    start, end = max(1, first - SNIPPET_CONTEXT), min(len(lines), last + SNIPPET_CONTEXT)
+    return "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(start, end + 1))
+
+
+class ApplyPatchArgs(ToolArgs):
+    patch: str = Field(min_length=1)
+    """A patch in the `*** Begin Patch` format (Add File / Update File / Delete File /
+    Move to) or a unified diff (as `git diff` prints)."""
+
+
+class ApplyPatch(Tool):
+    name = "apply_patch"
+    description = (
+        "Apply a multi-file patch (*** Begin Patch envelope with Add/Update/Delete File and "
+        "Move to, or a unified diff). The whole patch is checked before any file is written."
+    )
+    Args = ApplyPatchArgs
+
+    def action_class(self, args: ToolArgs) -> ActionClass:
+        return ActionClass.writes_workspace
+
+    async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
+        workspace = ctx.harness.workspace
+
+        def read(path: str) -> str | None:
+            resolved = writable(workspace, path)
+            if not resolved.is_file():
+                return None
+            try:
+                return workspace.read_text(resolved).text
+            except BinaryFile:
+                raise PatchError(f"{path} is a binary file; patches apply to text", path) \
+                    from None
+
+        try:
+            planned, notes = plan_patch(parse_patch(args.patch), read)
+        except PatchError as error:
+            raise InvalidArguments(error.message,
+                                   hint="Re-read the files and regenerate the patch.") from None
+        ops = []
+        for change in planned:
+            path = writable(workspace, change.path)
+            before = path.read_bytes() if path.is_file() else None
+            after = None if change.new_text is None else encode_like(
+                change.new_text, before, change.path, newlines_done=True)
+            target = writable(workspace, change.move_to) if change.move_to else None
+            if target is not None and target.exists():
+                raise Conflict(f"{change.move_to} already exists")
+            ops.append(FileOp(change.kind, path, before, after, move_to=target))
+        changes = await ctx.harness.apply(ops, ctx)
+        summary = ", ".join(f"{c.kind.value} {c.path}" + (f" -> {c.move_to}" if c.move_to else "")
+                            for c in changes)
+        return ToolResult(text="\n".join([f"Applied patch: {summary}.", *notes]),
+                          view="file_change", fields={"changes": changes})
+

@@ -1,0 +1,397 @@
+"""Commands as jobs: every command is a process we own, read and can kill, whether the call
+waits for it or not.
+
+A foreground command is awaited up to a soft timeout; one still running then is not killed
+but returned as a job with its output so far, to be read, fed input or killed later. Output
+is read as it arrives into a window that keeps only its head and tail, so a command printing
+gigabytes costs a few kilobytes. Each read returns what arrived since the last one.
+
+When a command's main process exits, whatever it left running in the background is killed
+(it would hold the output pipes open, and nobody could reach it): a server must be started
+with `background=True`. Killing takes the whole tree: one process group in the fallback, the
+pid namespace under bubblewrap.
+"""
+
+import asyncio
+import codecs
+import contextlib
+import itertools
+import logging
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opencomposer.agent.tools.errors import (
+    Denied,
+    InvalidArguments,
+    NotFound,
+    UnexpectedEnvironment,
+)
+from opencomposer.agent.tools.terminal.sandbox import Sandbox
+from opencomposer.redact import Redactor
+
+log = logging.getLogger(__name__)
+
+NO_OUTPUT = "(no output)"
+"""The whole `output` of a read in which the command printed nothing visible."""
+
+# Seconds a background start waits before returning, so a command that fails at once (a typo,
+# a port in use) reports its error and exit code in the same call.
+BACKGROUND_SETTLE = 0.5
+# Seconds write_input waits for the program's reaction to its input.
+INPUT_SETTLE = 0.5
+# Seconds between SIGTERM and SIGKILL.
+KILL_GRACE = 1.0
+# Seconds to finish reading after the process tree is gone; only a process that left the
+# group (setsid, daemon) can keep a pipe open longer.
+DRAIN_TIMEOUT = 1.0
+# Longest wait between two looks at whether a command has exited.
+EXIT_POLL = 0.05
+# Seconds a partial line waits before it is streamed anyway (a prompt without a newline).
+STREAM_FLUSH = 0.1
+# Longest partial line held back from live streaming.
+MAX_PENDING = 4096
+_CHUNK = 64 * 1024
+
+OnOutput = Callable[[str, str, str], None]
+"""on_output(job_id, stream, text): `stream` is "stdout" or "stderr"; text is redacted."""
+
+
+@dataclass
+class CommandResult:
+    job_id: str | None
+    """The job to read, feed or kill later; None when the command finished within the call."""
+
+    exit_code: int | None
+    """None while running. A negative number -N means the process we started was killed by
+    signal N (by kill(), the lifetime limit, or anything else). Under bubblewrap a command
+    killed by a signal inside the sandbox shows as 128+N, as a shell reports it."""
+
+    output: str
+    """stdout and stderr interleaved in arrival order since the last read, secrets masked,
+    head and tail kept around a "[... N bytes omitted ...]" line; NO_OUTPUT when empty."""
+
+    output_bytes: int
+    """Bytes the command printed in this read window."""
+
+    truncated: bool
+    """Part of this window's output was left out of `output`."""
+
+    timed_out: bool
+    """The soft timeout passed: the command keeps running as `job_id`."""
+
+    running: bool
+    """Still running (or its last output not yet read): come back with `job_id`."""
+
+    duration_ms: int
+    """Time since the command started, up to now or to its exit."""
+
+
+class _Window:
+    """Output since the last read: the first third and the last two thirds of `cap`
+    characters (the end — test summaries, the last error — matters most), with a count of
+    what fell between."""
+
+    def __init__(self, cap: int) -> None:
+        self._head_cap = cap // 3
+        self._tail_cap = cap - self._head_cap
+        self._clear()
+
+    def _clear(self) -> None:
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self._chars = 0
+        self.bytes = 0
+
+    def add(self, text: str, nbytes: int) -> None:
+        self.bytes += nbytes
+        self._chars += len(text)
+        room = self._head_cap - self._head_len
+        if room > 0:
+            self._head.append(text[:room])
+            self._head_len += len(text[:room])
+            text = text[room:]
+        if not text:
+            return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail_len - len(self._tail[0]) >= self._tail_cap:
+            self._tail_len -= len(self._tail.popleft())
+
+    def take(self, redact: Callable[[str], str]) -> tuple[str, int, bool]:
+        """(text, bytes, truncated) for the window, which starts empty again."""
+        head = "".join(self._head)
+        tail = "".join(self._tail)[-self._tail_cap :]
+        truncated = self._chars > len(head) + len(tail)
+        nbytes = self.bytes
+        marker = ""
+        if truncated:
+            omitted = max(0, nbytes - len(head.encode()) - len(tail.encode()))
+            newline = "" if head.endswith("\n") else "\n"
+            marker = f"{newline}[... {omitted:,} bytes omitted ...]\n"
+        text = redact(head) + marker + redact(tail)
+        self._clear()
+        return (text if text.strip() else NO_OUTPUT), nbytes, truncated
+
+
+@dataclass(eq=False)
+class _Job:
+    id: str
+    process: asyncio.subprocess.Process
+    window: _Window
+    has_stdin: bool
+    started: float
+    supervisor: "asyncio.Task[None]" = field(init=False)
+    ended: float | None = None
+    note: str = ""
+    """A line appended to the final output, saying why we killed it."""
+
+    @property
+    def finished(self) -> bool:
+        """Exited and fully read."""
+        return self.supervisor.done()
+
+
+async def _exited(process: asyncio.subprocess.Process) -> None:
+    """Wait for the process itself to exit. Process.wait() also waits for its pipes to close,
+    which a child left in the background holds open indefinitely; the exit status is polled
+    instead, every millisecond at first, backing off to EXIT_POLL."""
+    delay = 0.001
+    while process.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, EXIT_POLL)
+
+
+def _signal(process: asyncio.subprocess.Process, sig: int) -> None:
+    """Signal the process group the command leads (its pgid is its pid: own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+class JobManager:
+    """Runs commands in a sandbox and keeps the ones still running as jobs with ids."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        workspace_root: Path,
+        env: Mapping[str, str],
+        redactor: Redactor,
+        *,
+        output_cap: int = 30_000,
+        max_lifetime: float = 3600,
+        on_output: OnOutput | None = None,
+    ) -> None:
+        self._sandbox = sandbox
+        self._root = workspace_root.resolve()
+        self._env = dict(env)
+        self._redactor = redactor
+        self._output_cap = output_cap
+        self._max_lifetime = max_lifetime
+        self._on_output = on_output
+        self._jobs: dict[str, _Job] = {}
+        self._collected: set[str] = set()
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    # ------------------------------------------------------------------ calls
+
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float = 30.0,
+        background: bool = False,
+        network: bool = False,
+    ) -> CommandResult:
+        """Run `command`. In the foreground, wait up to `timeout` seconds; in the background
+        (stdin open for write_input), up to BACKGROUND_SETTLE. Either way a command that has
+        not finished keeps running and comes back with its job id. If the caller is
+        cancelled, the command's process tree is killed before the cancellation goes on."""
+        if timeout <= 0:
+            raise InvalidArguments(f"timeout must be positive, got {timeout}")
+        if self._closed:
+            raise UnexpectedEnvironment("the terminal has been closed")
+        job = await self._start(command, self._check_cwd(cwd), stdin=background, network=network)
+        wait = min(timeout, BACKGROUND_SETTLE) if background else timeout
+        try:
+            await asyncio.wait([job.supervisor], timeout=wait)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._stop(job))
+            self._jobs.pop(job.id, None)
+            raise
+        return self._collect(
+            job, timed_out=not background and not job.finished, show_id=not job.finished
+        )
+
+    async def output(self, job_id: str, wait: float = 0.0) -> CommandResult:
+        """Output since the last read; waits up to `wait` seconds for the job to finish."""
+        if wait < 0:
+            raise InvalidArguments(f"wait must not be negative, got {wait}")
+        job = self._get(job_id)
+        if wait > 0:
+            await asyncio.wait([job.supervisor], timeout=wait)
+        return self._collect(job)
+
+    async def write_input(self, job_id: str, text: str) -> CommandResult:
+        """Send `text` (exactly; include the newline) to the job's stdin and return its
+        reaction: output within INPUT_SETTLE seconds."""
+        job = self._get(job_id)
+        stdin = job.process.stdin
+        if not job.has_stdin or stdin is None:
+            raise InvalidArguments(
+                f"{job_id} was not started with background=true, so it has no input",
+                hint="Start the command with background=true to send it input.",
+            )
+        if job.process.returncode is not None:
+            raise InvalidArguments(
+                f"{job_id} has exited and reads no more input",
+                hint="Read its final output instead.",
+            )
+        stdin.write(text.encode())
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, TimeoutError):
+            await asyncio.wait_for(stdin.drain(), INPUT_SETTLE)
+        await asyncio.wait([job.supervisor], timeout=INPUT_SETTLE)
+        return self._collect(job)
+
+    async def kill(self, job_id: str) -> CommandResult:
+        """SIGTERM to the job's process tree, SIGKILL after KILL_GRACE; its final output."""
+        job = self._get(job_id)
+        await self._stop(job)
+        return self._collect(job)
+
+    async def close(self) -> None:
+        """Kill every job. Safe to call twice; later runs are refused."""
+        self._closed = True
+        await asyncio.gather(*(self._stop(job) for job in list(self._jobs.values())))
+        self._jobs.clear()
+
+    # ------------------------------------------------------------------ jobs
+
+    def _check_cwd(self, cwd: Path) -> Path:
+        resolved = (self._root / cwd).resolve()
+        if not resolved.is_relative_to(self._root):
+            raise Denied(
+                f"{cwd} is outside the workspace {self._root}",
+                hint="Run commands from the workspace or a folder inside it.",
+            )
+        if not resolved.is_dir():
+            raise NotFound(f"{cwd} is not a folder in the workspace")
+        return resolved
+
+    def _get(self, job_id: str) -> _Job:
+        if job_id in self._jobs:
+            return self._jobs[job_id]
+        if job_id in self._collected:
+            raise NotFound(f"{job_id} has finished and its final output was already returned")
+        running = ", ".join(self._jobs) or "none"
+        raise NotFound(f"no job {job_id!r}", hint=f"Jobs still running: {running}.")
+
+    async def _start(self, command: str, cwd: Path, *, stdin: bool, network: bool) -> _Job:
+        try:
+            process = await self._sandbox.spawn(
+                command, cwd=cwd, env=self._env, network=network, stdin=stdin
+            )
+        except OSError as exc:
+            raise UnexpectedEnvironment(
+                f"could not start the command in the {self._sandbox.name} sandbox: {exc}"
+            ) from exc
+        loop = asyncio.get_running_loop()
+        job = _Job(f"job-{next(self._ids)}", process, _Window(self._output_cap), stdin, loop.time())
+        self._jobs[job.id] = job
+        job.supervisor = asyncio.create_task(self._supervise(job), name=f"terminal {job.id}")
+        return job
+
+    async def _supervise(self, job: _Job) -> None:
+        """Read the job's output until it is gone; enforce the lifetime limit."""
+        process = job.process
+        assert process.stdout is not None and process.stderr is not None
+        readers = [
+            asyncio.create_task(self._pump(job, "stdout", process.stdout)),
+            asyncio.create_task(self._pump(job, "stderr", process.stderr)),
+        ]
+        try:
+            try:
+                await asyncio.wait_for(_exited(process), self._max_lifetime)
+            except TimeoutError:
+                job.note = f"[killed: ran past the {self._max_lifetime:g} s limit for one command]"
+                await self._terminate(process)
+            # Whatever the command left in the background would hold the pipes open.
+            _signal(process, signal.SIGKILL)
+            await asyncio.wait(readers, timeout=DRAIN_TIMEOUT)
+        finally:
+            for reader in readers:
+                reader.cancel()
+            job.ended = asyncio.get_running_loop().time()
+
+    async def _pump(self, job: _Job, stream: str, reader: asyncio.StreamReader) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
+        while True:
+            try:
+                read = reader.read(_CHUNK)
+                chunk = await (asyncio.wait_for(read, STREAM_FLUSH) if pending else read)
+            except TimeoutError:
+                pending = self._stream(job.id, stream, pending, flush=True)
+                continue
+            text = decoder.decode(chunk, final=not chunk)
+            job.window.add(text, len(chunk))
+            if self._on_output is not None:
+                pending = self._stream(job.id, stream, pending + text, flush=not chunk)
+            if not chunk:
+                return
+
+    def _stream(self, job_id: str, stream: str, text: str, *, flush: bool) -> str:
+        """Send complete lines (all of `text` when flushing) to on_output; return the rest.
+        Whole lines are redacted together, so a secret split across reads is still masked."""
+        cut = len(text) if flush or len(text) > MAX_PENDING else text.rfind("\n") + 1
+        if cut and self._on_output is not None:
+            try:
+                self._on_output(job_id, stream, self._redactor.redact(text[:cut]))
+            except Exception:  # a broken listener must not stop the pipe from draining
+                log.exception("on_output failed for %s", job_id)
+        return text[cut:]
+
+    async def _terminate(self, process: asyncio.subprocess.Process) -> None:
+        _signal(process, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(_exited(process), KILL_GRACE)
+        except TimeoutError:
+            _signal(process, signal.SIGKILL)
+            await _exited(process)
+
+    async def _stop(self, job: _Job) -> None:
+        if job.finished:
+            return
+        await self._terminate(job.process)
+        await job.supervisor
+
+    def _collect(
+        self, job: _Job, *, timed_out: bool = False, show_id: bool = True
+    ) -> CommandResult:
+        """The result for what arrived since the last read; a finished job is forgotten."""
+        finished = job.finished
+        text, nbytes, truncated = job.window.take(self._redactor.redact)
+        if finished:
+            self._jobs.pop(job.id, None)
+            if show_id:
+                self._collected.add(job.id)
+            if job.note:
+                text = f"{text.rstrip()}\n{job.note}"
+        end = job.ended if job.ended is not None else asyncio.get_running_loop().time()
+        return CommandResult(
+            job_id=job.id if show_id else None,
+            exit_code=job.process.returncode if finished else None,
+            output=text,
+            output_bytes=nbytes,
+            truncated=truncated,
+            timed_out=timed_out,
+            running=not finished,
+            duration_ms=int((end - job.started) * 1000),
+        )

@@ -1,0 +1,123 @@
+"""Terminal tools: run_terminal, and terminal_output / terminal_input / terminal_kill for the
+jobs it leaves running.
+
+A command that outlives its soft timeout is not killed: control comes back with its output so
+far and a job id, and the model decides whether to wait, read, feed input or kill. Every
+result states the exit code or that the command is still running, so a silent command is
+never mistaken for a failure.
+"""
+
+from pydantic import Field
+
+from opencomposer.agent.protocol.common import ActionClass
+from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
+from opencomposer.agent.tools.terminal.classify import classify_command
+from opencomposer.agent.tools.terminal.jobs import CommandResult
+
+MAX_TIMEOUT = 600.0
+
+
+def describe(result: CommandResult, command: str | None = None,
+             sandbox: str | None = None) -> ToolResult:
+    if result.running:
+        waited = f" after {result.duration_ms / 1000:.0f}s" if result.timed_out else ""
+        status = (f"[still running as job {result.job_id}{waited}; read more with "
+                  f"terminal_output, send input with terminal_input, stop it with terminal_kill]")
+    elif result.exit_code is not None and result.exit_code < 0:
+        status = f"[killed by signal {-result.exit_code}]"
+    else:
+        status = f"[exit code {result.exit_code}]"
+    fields = {"exit_code": result.exit_code, "timed_out": result.timed_out,
+              "background_id": result.job_id if result.running else None,
+              "output": result.output}
+    if command is not None:
+        fields.update(command=command, cwd=".", sandbox=sandbox)
+    data = {"output_bytes": result.output_bytes, "truncated": result.truncated,
+            "running": result.running, "job_id": result.job_id}
+    return ToolResult(text=f"{result.output}\n{status}", view="command_execution",
+                      fields=fields, data=data)
+
+
+class RunTerminalArgs(ToolArgs):
+    command: str = Field(min_length=1)
+    """Shell command (bash), run from the workspace root. Pagers and prompts are off."""
+
+    timeout: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT)
+    """Seconds to wait before returning with partial output while the command keeps running
+    (default 30)."""
+
+    background: bool = False
+    """Start it as a background job (servers, watchers) and return at once; its stdin stays
+    open for terminal_input."""
+
+
+class RunTerminal(Tool):
+    name = "run_terminal"
+    description = (
+        "Run a shell command in a sandbox (workspace writable, network off unless allowed). "
+        "Returns output and exit code; a command still running at the timeout keeps running "
+        "as a job you can read, feed or kill."
+    )
+    Args = RunTerminalArgs
+
+    def action_class(self, args: RunTerminalArgs) -> ActionClass:
+        return classify_command(args.command).action_class
+
+    def summary(self, args: RunTerminalArgs) -> str:
+        return args.command
+
+    async def run(self, args: RunTerminalArgs, ctx: ToolContext) -> ToolResult:
+        harness = ctx.harness
+        result = await harness.jobs.run(
+            args.command,
+            cwd=harness.workspace.root,
+            timeout=args.timeout or harness.settings.command_timeout,
+            background=args.background,
+            network=harness.settings.allow_network,
+        )
+        return describe(result, args.command, harness.sandbox.name)
+
+
+class JobArgs(ToolArgs):
+    job_id: str
+    """Id of a job that run_terminal returned."""
+
+
+class TerminalOutputArgs(JobArgs):
+    wait: float = Field(default=0.0, ge=0, le=MAX_TIMEOUT)
+    """Seconds to wait for the job to finish before returning what it printed."""
+
+
+class TerminalOutput(Tool):
+    name = "terminal_output"
+    description = "Read what a running or finished job printed since the last read."
+    Args = TerminalOutputArgs
+
+    async def run(self, args: TerminalOutputArgs, ctx: ToolContext) -> ToolResult:
+        return describe(await ctx.harness.jobs.output(args.job_id, wait=args.wait))
+
+
+class TerminalInputArgs(JobArgs):
+    text: str
+    """Text to write to the job's stdin; include "\\n" to end a line."""
+
+
+class TerminalInput(Tool):
+    name = "terminal_input"
+    description = "Send text to the stdin of a background job, then read its output."
+    Args = TerminalInputArgs
+
+    def action_class(self, args: ToolArgs) -> ActionClass:
+        return ActionClass.writes_workspace
+
+    async def run(self, args: TerminalInputArgs, ctx: ToolContext) -> ToolResult:
+        return describe(await ctx.harness.jobs.write_input(args.job_id, args.text))
+
+
+class TerminalKill(Tool):
+    name = "terminal_kill"
+    description = "Stop a job and everything it started; returns its last output."
+    Args = JobArgs
+
+    async def run(self, args: JobArgs, ctx: ToolContext) -> ToolResult:
+        return describe(await ctx.harness.jobs.kill(args.job_id))

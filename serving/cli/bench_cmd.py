@@ -1,0 +1,52 @@
+"""`opencomposer bench ...`: performance figures, each printed beside a baseline."""
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from opencomposer.agent.tools.bench import run_tool_bench
+from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
+from opencomposer.serving.cli.output import err, out, print_json
+
+bench_app = typer.Typer(help="Benchmarks: ours beside a baseline, as a ratio.",
+                        no_args_is_help=True)
+
+
+def _seconds(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value * 1000:.1f} ms" if unit == "s" and value < 1 else f"{value:.3g} {unit}"
+
+
+@bench_app.command("tools")
+def tools(
+    tree: Annotated[Path | None, typer.Option(
+        help="Source tree to search (default: the Python standard library plus packages).",
+        exists=True, file_okay=False)] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure (median).")] = 5,
+    semantic_files: Annotated[int, typer.Option(
+        min=1, help="Files embedded for the semantic figures.")] = 40,
+    config: ConfigOverrides = None,
+    json: Json = False,
+) -> None:
+    """grep vs raw ripgrep, the symbol index vs ctags, semantic indexing and queries."""
+    settings = settings_for(None, overrides_from(config)).settings
+    with err.status("benchmarking the tools (a minute or two)"):
+        rows, info = asyncio.run(run_tool_bench(tree, settings.models_dir, repeat=repeat,
+                                                semantic_files=semantic_files))
+    if json:
+        print_json({**info, "rows": [{**row.__dict__, "ratio": row.ratio} for row in rows]})
+        return
+    out.print(f"tree: {info['files']:,} files, {info['lines']:,} lines "
+              f"({', '.join(info['sources'])})")
+    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
+    for column in ("measurement", "baseline", "", "ours", "ours / baseline", "note"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
+        table.add_row(row.name, row.baseline_label, _seconds(row.baseline, row.unit),
+                      _seconds(row.ours, row.unit), ratio, row.note)
+    out.print(table)

@@ -1,0 +1,153 @@
+"""Real sandboxes over a temporary workspace, and a way to tell whether processes survived.
+
+Every sandbox test runs against bubblewrap (skipped where it cannot start) and the fallback.
+Folders that must lie outside the workspace *and* outside /tmp (which bubblewrap replaces
+with a private tmpfs) are made under /var/tmp, so the read-only view is what gets tested.
+"""
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from opencomposer.agent.tools.terminal.environment import scrub_environment
+from opencomposer.agent.tools.terminal.jobs import JobManager
+from opencomposer.agent.tools.terminal.sandbox import (
+    BubblewrapSandbox,
+    FallbackSandbox,
+    Sandbox,
+    default_masked_paths,
+    probe_bubblewrap,
+)
+
+from opencomposer.paths import find_program
+from opencomposer.redact import Redactor
+
+MakeSandbox = Callable[..., Sandbox]
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> Path:
+    works, detail = probe_bubblewrap()
+    path = find_program("bwrap")
+    if not works or path is None:
+        pytest.skip(f"bubblewrap cannot start a sandbox here: {detail}")
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder.resolve()
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    if not os.access("/var/tmp", os.W_OK):
+        pytest.skip("/var/tmp is not writable")
+    folder = Path(tempfile.mkdtemp(prefix="opencomposer-test-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["bubblewrap", "fallback"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def make_sandbox(
+    kind: str, request: pytest.FixtureRequest, workspace: Path, tmp_path: Path
+) -> MakeSandbox:
+    """make_sandbox(masked_paths=None) -> a sandbox of this test's kind over `workspace`."""
+
+    def make(masked_paths: list[Path] | None = None) -> Sandbox:
+        if kind == "fallback":
+            return FallbackSandbox()
+        masked = (
+            masked_paths
+            if masked_paths is not None
+            else default_masked_paths(Path.home(), tmp_path / "data")
+        )
+        return BubblewrapSandbox(workspace, request.getfixturevalue("bwrap"), masked)
+
+    return make
+
+
+@pytest.fixture
+def sandbox(make_sandbox: MakeSandbox) -> Sandbox:
+    return make_sandbox()
+
+
+@pytest.fixture
+async def make_jobs(sandbox: Sandbox, workspace: Path) -> AsyncIterator[Callable[..., JobManager]]:
+    """make_jobs(base_env=None, secrets=(), **options) -> a JobManager, closed after the test."""
+    managers: list[JobManager] = []
+
+    def make(
+        base_env: dict[str, str] | None = None, secrets: tuple[str, ...] = (), **options: object
+    ) -> JobManager:
+        env, removed = scrub_environment(base_env if base_env is not None else os.environ)
+        manager = JobManager(sandbox, workspace, env, Redactor([*removed, *secrets]), **options)
+        managers.append(manager)
+        return manager
+
+    yield make
+    for manager in managers:
+        await manager.close()
+
+
+@pytest.fixture
+def marker() -> str:
+    """A `sleep` duration no other process uses, to find a test's processes in /proc."""
+    return f"{900 + uuid.uuid4().int % 99}.{uuid.uuid4().int % 10**6:06d}"
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line mentions `marker` (zombies have none)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def wait_until(check: Callable[[], bool], within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def survivors() -> Callable[..., object]:
+    """await survivors(marker): the processes still alive after up to 3 s of waiting."""
+
+    async def check(marker: str, within: float = 3.0) -> list[int]:
+        await wait_until(lambda: not processes_with(marker), within)
+        return processes_with(marker)
+
+    return check
+
+
+@pytest.fixture
+def started() -> Callable[..., object]:
+    """await started(marker, count): whether `count` marked processes appeared within 5 s."""
+
+    async def check(marker: str, count: int = 1) -> bool:
+        return await wait_until(lambda: len(processes_with(marker)) >= count)
+
+    return check

@@ -1,0 +1,264 @@
+"""Each sandbox against real processes: what bubblewrap isolates, and that the fallback does
+not (its weakness is asserted, so a change in it is noticed)."""
+
+import asyncio
+import os
+import shlex
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from opencomposer.agent.tools.terminal import sandbox as sandbox_module
+from opencomposer.agent.tools.terminal.environment import scrub_environment
+from opencomposer.agent.tools.terminal.sandbox import (
+    MAX_FILE_BYTES,
+    BubblewrapSandbox,
+    FallbackSandbox,
+    Sandbox,
+    default_masked_paths,
+    detect_sandbox,
+    probe_bubblewrap,
+    shell,
+)
+
+
+async def run(
+    sandbox: Sandbox,
+    command: str,
+    cwd: Path,
+    *,
+    network: bool = False,
+    env: dict[str, str] | None = None,
+) -> tuple[int, str, str]:
+    base, _ = scrub_environment(os.environ)
+    process = await sandbox.spawn(
+        command, cwd=cwd, env={**base, **(env or {})}, network=network, stdin=False
+    )
+    async with asyncio.timeout(10):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP port on the host's loopback that accepts connections."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield server.getsockname()[1]
+
+
+CONNECT = (
+    f"{shlex.quote(sys.executable)} -c "
+    "\"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\""
+)
+
+
+# ---------------------------------------------------------------------------- both kinds
+
+
+async def test_workspace_is_writable(sandbox: Sandbox, workspace: Path) -> None:
+    assert await run(sandbox, "echo hi > made.txt && cat made.txt", workspace) == (0, "hi\n", "")
+    assert (workspace / "made.txt").read_text() == "hi\n"
+
+
+async def test_runs_in_own_session_with_bash(sandbox: Sandbox, workspace: Path) -> None:
+    process = await sandbox.spawn("sleep 5", cwd=workspace, env={}, network=False, stdin=False)
+    try:
+        assert os.getsid(process.pid) == process.pid
+        assert os.getpgid(process.pid) == process.pid
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+    assert Path(shell()).name == "bash"
+
+
+async def test_group_kill_right_after_start_leaves_nothing(
+    sandbox: Sandbox, workspace: Path, marker: str, survivors
+) -> None:
+    """bwrap arms --die-with-parent only once it runs, so killing bwrap alone in its first
+    milliseconds leaves the sandbox running; its init shares bwrap's process group, and
+    killing the group takes it."""
+    for _ in range(10):
+        process = await sandbox.spawn(
+            f"sleep {marker}", cwd=workspace, env={}, network=False, stdin=False
+        )
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+    assert await survivors(marker) == []
+
+
+async def test_resource_limits(sandbox: Sandbox, workspace: Path) -> None:
+    code, out, _ = await run(sandbox, "ulimit -c; ulimit -f", workspace)
+    # bash reports the file size limit in 1024-byte blocks.
+    assert (code, out) == (0, f"0\n{MAX_FILE_BYTES // 1024}\n")
+
+
+async def test_write_outside_workspace(
+    kind: str, sandbox: Sandbox, workspace: Path, outside: Path
+) -> None:
+    code, _, err = await run(sandbox, f"touch {outside}/escaped", workspace)
+    if kind == "bubblewrap":
+        assert code == 1 and "Read-only file system" in err
+        assert not (outside / "escaped").exists()
+    else:  # the fallback does not isolate the filesystem
+        assert code == 0 and (outside / "escaped").exists()
+
+
+async def test_write_to_home(kind: str, sandbox: Sandbox, workspace: Path, outside: Path) -> None:
+    code, _, err = await run(
+        sandbox, 'touch "$HOME/escaped"', workspace, env={"HOME": str(outside)}
+    )
+    if kind == "bubblewrap":
+        assert code == 1 and "Read-only file system" in err
+        assert not (outside / "escaped").exists()
+    else:
+        assert code == 0 and (outside / "escaped").exists()
+
+
+async def test_symlink_out_of_workspace(
+    kind: str, sandbox: Sandbox, workspace: Path, outside: Path
+) -> None:
+    (workspace / "link").symlink_to(outside)
+    code, _, _ = await run(sandbox, "echo x > link/pwned", workspace)
+    if kind == "bubblewrap":
+        assert code == 1 and not (outside / "pwned").exists()
+    else:
+        assert code == 0 and (outside / "pwned").read_text() == "x\n"
+
+
+async def test_private_tmp(kind: str, sandbox: Sandbox, workspace: Path) -> None:
+    name = Path("/tmp") / f"opencomposer-test-{uuid.uuid4().hex}"
+    try:
+        code, _, _ = await run(sandbox, f"echo secret > {name} && cat {name}", workspace)
+        assert code == 0
+        assert name.exists() == (kind == "fallback")
+    finally:
+        name.unlink(missing_ok=True)
+
+
+async def test_network(kind: str, sandbox: Sandbox, workspace: Path, listener: int) -> None:
+    connect = CONNECT.format(port=listener)
+    code_off, _, err = await run(sandbox, connect, workspace, network=False)
+    code_on, _, _ = await run(sandbox, connect, workspace, network=True)
+    assert code_on == 0
+    if kind == "bubblewrap":
+        assert code_off == 1 and "Error" in err
+    else:  # the fallback cannot take the network away
+        assert code_off == 0
+
+
+async def test_credentials_masked(kind: str, make_sandbox, workspace: Path, outside: Path) -> None:
+    home, data = outside / "home", outside / "data"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE")
+    (home / ".netrc").write_text("machine x password hunter2")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("[default]")
+    data.mkdir()
+    (data / "traces.db").write_text("traces")
+    sandbox = make_sandbox(default_masked_paths(home, data))
+    command = f"ls -A {home}/.ssh {home}/.aws {data}; cat {home}/.netrc"
+    code, out, _ = await run(sandbox, command, workspace)
+    assert code == 0
+    if kind == "bubblewrap":
+        assert out == f"{data}:\n\n{home}/.aws:\n\n{home}/.ssh:\n"
+    else:  # readable: the fallback hides nothing on disk
+        assert "id_rsa" in out and "credentials" in out and "traces.db" in out and "hunter2" in out
+
+
+# ---------------------------------------------------------------------------- bubblewrap
+
+
+async def test_system_is_read_only(bwrap: Path, workspace: Path) -> None:
+    sandbox = BubblewrapSandbox(workspace, bwrap, [])
+    code, _, err = await run(sandbox, f"touch /etc/opencomposer-{uuid.uuid4().hex}", workspace)
+    assert code == 1 and "Read-only file system" in err
+
+
+async def test_workspace_inside_masked_folder(bwrap: Path, outside: Path) -> None:
+    """The data folder is masked, yet a workspace inside it (RL rollouts keep theirs there)
+    stays visible and writable: it is bound after the mask."""
+    data = outside / "data"
+    workspace = data / "rollout" / "ws"
+    workspace.mkdir(parents=True)
+    (data / "traces.db").write_text("traces")
+    sandbox = BubblewrapSandbox(workspace, bwrap, [data])
+    code, out, _ = await run(sandbox, f"touch made && ls -A {data} {workspace}", workspace)
+    assert (code, out) == (0, f"{data}:\nrollout\n\n{workspace}:\nmade\n")
+    assert (workspace / "made").exists()
+
+
+def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
+    """/tmp's tmpfs, then the masks, then the workspace: later mounts cover earlier ones."""
+    (outside / ".ssh").mkdir()
+    (outside / ".netrc").write_text("")
+    masked = [
+        outside / ".ssh",
+        outside / ".netrc",
+        outside / "missing",
+        workspace / ".ssh",
+        Path("/tmp/anything"),
+    ]
+    (workspace / ".ssh").mkdir()
+    sandbox = BubblewrapSandbox(workspace, bwrap, masked)
+    ws = str(workspace)
+    assert sandbox.arguments("make test", cwd=workspace / "sub", network=False) == [
+        str(bwrap),
+        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--tmpfs", f"{outside}/.ssh", "--dev-bind", "/dev/null", f"{outside}/.netrc",
+        "--bind", ws, ws,
+        "--unshare-all",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--chdir", f"{ws}/sub",
+        "--", shell(), "-c", "make test",
+    ]  # fmt: skip
+    assert "--share-net" in sandbox.arguments("x", cwd=workspace, network=True)
+
+
+def test_probe_works_here(bwrap: Path) -> None:
+    works, detail = probe_bubblewrap(bwrap)
+    assert works and detail.startswith("bubblewrap ")
+
+
+def test_probe_reports_why_it_fails(tmp_path: Path) -> None:
+    broken = tmp_path / "bwrap"
+    broken.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    assert probe_bubblewrap(broken) == (False, "bwrap: No permissions to create new namespace")
+    works, detail = probe_bubblewrap(tmp_path / "absent")
+    assert not works and "No such file" in detail
+
+
+# ---------------------------------------------------------------------------- detection
+
+
+def test_detect_prefers_bubblewrap(bwrap: Path, workspace: Path, tmp_path: Path) -> None:
+    sandbox = detect_sandbox(workspace, tmp_path / "data")
+    assert isinstance(sandbox, BubblewrapSandbox) and sandbox.name == "bubblewrap"
+    assert "no network" in sandbox.description
+
+
+def test_detect_falls_back_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sandbox_module, "find_program", lambda name: None)
+    sandbox_module._cached_probe.cache_clear()
+    try:
+        sandbox = detect_sandbox(workspace, tmp_path / "data")
+    finally:
+        sandbox_module._cached_probe.cache_clear()
+    assert isinstance(sandbox, FallbackSandbox) and sandbox.name == "fallback"
+    assert sandbox.description == (
+        "fallback (bubblewrap unavailable: bubblewrap (bwrap) not found): NOT isolated; commands "
+        "can read and change any file this user can and reach the network; only secrets in the "
+        "environment and output are hidden"
+    )

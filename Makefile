@@ -10,9 +10,10 @@ BIN := $(VENV)/bin
 SYSTEM_PACKAGES := bubblewrap:bwrap git:git
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: serve test system-packages schema clean
+.PHONY: serve test system-packages schema bench clean
 
 serve: system-packages $(VENV)/.installed
+	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
 
 test: system-packages $(VENV)/.installed-test
@@ -37,6 +38,11 @@ $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	$(PIP) -e '.[test]'
 	@touch $@ $(VENV)/.installed
+
+# Performance figures beside their baselines (not part of `make test`: timings are noisy).
+bench: $(VENV)/.installed
+	$(BIN)/opencomposer models pull all-minilm-l6-v2
+	$(BIN)/opencomposer bench tools
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -107,10 +107,11 @@ async def bench_grep(harness: ToolHarness, tree: Path, repeat: int) -> list[Row]
     for label, pattern, literal in GREP_PATTERNS:
         raw = ["-n", "--no-heading", *(["-F"] if literal else []), "-e", pattern, "."]
         baseline = median_seconds(
-            lambda: subprocess.run([rg, *raw], cwd=tree, stdout=subprocess.DEVNULL), repeat)
+            lambda raw=raw: subprocess.run([rg, *raw], cwd=tree, stdout=subprocess.DEVNULL),
+            repeat)
         args = {"pattern": pattern, "literal": literal}
         outcome = await harness.call("grep", args)
-        ours = await median_seconds_async(lambda: harness.call("grep", args), repeat)
+        ours = await median_seconds_async(lambda args=args: harness.call("grep", args), repeat)
         rows.append(Row(f"grep: {label}", "rg", baseline, ours, "s",
                         f"{outcome.fields.get('match_count', 0):,} matching lines"))
     return rows

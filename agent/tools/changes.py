@@ -5,6 +5,7 @@ Every tool that changes files (write, delete, move, edit, patch) ends here, so a
 undo records and the diffs clients show are done once.
 """
 
+import contextlib
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,20 +47,19 @@ async def apply_ops(
     """Record, then perform, every op; all land or (as far as the disk allows) none."""
     checkpoints.record(call_id, turn_id, [c for op in ops for c in op.checkpoint_changes()])
     done: list[FileOp] = []
-    try:
-        for op in ops:
+    for op in ops:
+        try:
             await _perform(op, workspace)
-            done.append(op)
-    except OSError as exc:
-        for op in reversed(done):
-            try:
-                await _revert(op, workspace)
-            except OSError:
-                pass  # the checkpoint still holds the original for a later undo
-        raise UnexpectedEnvironment(
-            f"writing {workspace.relative(op.path)} failed ({exc.strerror or exc}); "
-            f"{len(done)} earlier change(s) of this call were rolled back"
-        ) from None
+        except OSError as exc:
+            for earlier in reversed(done):
+                # If this fails too, the checkpoint still holds the original for undo.
+                with contextlib.suppress(OSError):
+                    await _revert(earlier, workspace)
+            raise UnexpectedEnvironment(
+                f"writing {workspace.relative(op.path)} failed ({exc.strerror or exc}); "
+                f"{len(done)} earlier change(s) of this call were rolled back"
+            ) from None
+        done.append(op)
     return [describe(op, workspace) for op in ops]
 
 

@@ -125,8 +125,8 @@ class ToolHarness:
         self._tools = {tool.name: tool for tool in (tools or default_tools())}
         self._symbols: SymbolIndex | None = None
         self._watch_stop: asyncio.Event | None = None
-        self._semantic: "SemanticIndex | None" = None
-        self._keywords: "SemanticIndex | None" = None
+        self._semantic: SemanticIndex | None = None
+        self._keywords: SemanticIndex | None = None
         self._semantic_update: asyncio.Future | None = None
         self._background: set[asyncio.Task] = set()
 

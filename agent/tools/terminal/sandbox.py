@@ -109,13 +109,13 @@ def default_masked_paths(home: Path, data_dir: Path) -> list[Path]:
 
 
 class BubblewrapSandbox:
-    """Read-only system, writable workspace, private /tmp, credentials hidden, every
-    namespace unshared (no network unless the call allows it)."""
+    """Read-only system, writable workspace but for its git hooks and config, private /tmp,
+    credentials hidden, every namespace unshared (no network unless the call allows it)."""
 
     name = "bubblewrap"
     description = (
-        "bubblewrap: read-only system, writable workspace, private /tmp, credentials hidden, "
-        "no network unless allowed"
+        "bubblewrap: read-only system, writable workspace (git hooks and config read-only), "
+        "private /tmp, credentials hidden, no network unless allowed"
     )
 
     def __init__(
@@ -139,16 +139,39 @@ class BubblewrapSandbox:
             )
         return args
 
+    def _git_pins(self) -> list[str]:
+        """Mounts that keep commands from planting code the user's git runs later on the host:
+        hooks and config (core.fsmonitor, core.hooksPath, aliases) are read-only. `.git` is
+        bound onto itself, as a mount point cannot be renamed away and replaced while a folder
+        holding one can; a `.git` file (worktree, submodule), whose `gitdir:` picks the
+        repository, is read-only. Git inside still commits, branches and diffs; writing config
+        fails. Not covered: symbolic links (a mount lands on their target, and the link itself
+        stays replaceable), a hooks folder made later, a core.hooksPath inside the workspace,
+        submodules under .git/modules, and a planted .git/commondir (git then reads config
+        and hooks where it points)."""
+        git = self.workspace_root / ".git"
+        if git.is_symlink() or not git.exists():
+            return []
+        if git.is_file():
+            return ["--ro-bind", str(git), str(git)]
+        args = ["--bind", str(git), str(git)]
+        for path in (git / "hooks", git / "config"):
+            if path.exists() and not path.is_symlink():
+                args += ["--ro-bind", str(path), str(path)]
+        return args
+
     def arguments(self, command: str, *, cwd: Path, network: bool) -> list[str]:
         """The full bwrap command line. Order matters: later mounts cover earlier ones, so the
-        masks come after the /tmp tmpfs, and the workspace after both, staying visible and
-        writable even when it lies under /tmp or inside a masked folder."""
+        masks come after the /tmp tmpfs, the workspace after both, staying visible and
+        writable even when it lies under /tmp or inside a masked folder, and the git pins
+        after the workspace."""
         workspace = str(self.workspace_root)
         return [
             str(self.bwrap_path),
             *_FILESYSTEM,
             *self._masks(),
             "--bind", workspace, workspace,
+            *self._git_pins(),
             "--unshare-all",
             *(["--share-net"] if network else []),
             *_PROCESS,
@@ -168,7 +191,8 @@ class BubblewrapSandbox:
 
 class FallbackSandbox:
     """A plain subprocess: own session, scrubbed environment, resource limits. It cannot
-    isolate the filesystem or the network."""
+    isolate the filesystem or the network, nor keep the workspace's git hooks and config
+    read-only, so a command can plant code that the user's git later runs on the host."""
 
     name = "fallback"
 
@@ -176,7 +200,8 @@ class FallbackSandbox:
         why = f" ({reason})" if reason else ""
         self.description = (
             f"fallback{why}: NOT isolated; commands can read and change any file this user "
-            "can and reach the network; only secrets in the environment and output are hidden"
+            "can, git hooks included, and reach the network; only secrets in the environment "
+            "and output are hidden"
         )
 
     async def spawn(

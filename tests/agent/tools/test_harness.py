@@ -1,5 +1,6 @@
 """The harness: typed failures instead of crashes, capped output, checkpoints and undo."""
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from opencomposer.agent.protocol.common import ActionClass
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
 from opencomposer.agent.tools.errors import Conflict
 from opencomposer.agent.tools.harness import ToolHarness, cap_text
-from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.agent.tools.workspace import DiskWriter, Workspace
 from opencomposer.config import ToolSettings
 from opencomposer.redact import Redactor
 
@@ -131,3 +132,31 @@ async def test_checkpoints_survive_a_new_harness(root: Path, tmp_path: Path):
     await second.undo("edit")
     assert not (root / "f.txt").exists()
     await second.close()
+
+
+class DiskFullOnSecondWrite(DiskWriter):
+    """Writes to disk, but the second write of a call fails as a full disk would."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    async def write(self, path: Path, data: bytes) -> None:
+        self.writes += 1
+        if self.writes == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        await super().write(path, data)
+
+
+async def test_a_failing_write_rolls_back_the_calls_earlier_writes(root: Path, tmp_path: Path):
+    (root / "a.txt").write_text("A\n")
+    (root / "b.txt").write_text("B\n")
+    harness = ToolHarness(Workspace(root, writer=DiskFullOnSecondWrite()), ToolSettings(),
+                          tmp_path / "data")
+    patch = ("*** Begin Patch\n*** Update File: a.txt\n@@\n-A\n+A2\n"
+             "*** Update File: b.txt\n@@\n-B\n+B2\n*** End Patch\n")
+    outcome = await harness.call("apply_patch", {"patch": patch})
+    assert outcome.error.kind == "unexpected_environment"
+    assert outcome.text == ("Error (unexpected_environment): writing b.txt failed (No space left "
+                            "on device); 1 earlier change(s) of this call were rolled back")
+    assert ((root / "a.txt").read_text(), (root / "b.txt").read_text()) == ("A\n", "B\n")
+    await harness.close()

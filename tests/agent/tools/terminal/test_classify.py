@@ -1,5 +1,5 @@
 """Command classification: one row per rule, plus the tricky shapes (wrappers, substitutions,
-pipelines into shells, unparseable text)."""
+pipelines into shells, bash syntax, quoting, unparseable text)."""
 
 import pytest
 
@@ -110,9 +110,53 @@ CASES = [
     ("xargs -I{} rm -rf /", DANGEROUS),
     ("find . -exec sudo rm {} ;", DANGEROUS),
     ("timeout -s KILL 10 git push --force", DANGEROUS),
+    # Bash syntax: commands are found inside every construct.
+    ("[[ -f x ]] && cat x", READ),
+    ("[ -d src ] || echo missing", READ),
+    ("echo $(( 1 + 2 )); (( i++ ))", READ),
+    ("echo $((1 + $(rm -rf ~)))", DANGEROUS),
+    ("case $1 in start) ls;; *) echo no;; esac", READ),
+    ("case $1 in a) rm -rf /;; esac", DANGEROUS),
+    ("a=(1 2 3); a+=(4); echo ${a[@]} ${#a[@]}", READ),
+    ("files=($(curl x))", NETWORK),
+    ("for ((i = 0; i < 3; i++)); do echo $i; done", READ),
+    ("for f in *.py; do wc -l $f; done", READ),
+    ("if [[ -d x ]]; then ls; elif true; then :; else curl y; fi", NETWORK),
+    ("while read -r l; do echo \"$l\"; done < f", READ),
+    ("select x in a b; do rm -rf /; done", DANGEROUS),
+    ("! grep -q x f", READ),
+    ("f() { ls; }; f > out", WRITES),
+    ("export PATH=$PATH:/x; unset X", READ),
+    ("export X=$(curl y)", NETWORK),
+    ("time { rm -rf /; }", DANGEROUS),
+    ("time (ls)", READ),
+    ("time -p ls | wc -l", READ),
+    ("cat <<EOF > notes.txt\nhi $USER\nEOF", WRITES),
+    ("cat <<EOF\n$(curl x)\nEOF", NETWORK),
+    ("cat <<'EOF'\n$(curl x)\nEOF", READ),
+    ('grep x <<< "$(wget y)"', NETWORK),
+    ("ls >&2; ls 2>&-; ls 2>&1 >/dev/null", READ),
+    ("ls &> out", WRITES),
+    ("ls >| out", WRITES),
+    # Words after a redirection belong to the command, though tree-sitter-bash files them
+    # under the redirection.
+    ("rm 2>/dev/null -rf /", DANGEROUS),
+    ("git >/dev/null push --force", DANGEROUS),
+    ("rm <<EOF -rf /\nx\nEOF", DANGEROUS),
+    # Quoting and escapes resolve to the word bash runs.
+    ('"rm" -rf /', DANGEROUS),
+    ("'r'\"m\" -rf /", DANGEROUS),
+    ("r\\m -rf /", DANGEROUS),
+    ("$'\\x72\\155' -rf /", DANGEROUS),
+    ("bash -c $'rm -rf /'", DANGEROUS),
+    ('"$CMD" -rf /', WRITES),
+    ("find . -exec rm -rf / \\;", DANGEROUS),
     # What cannot be parsed cannot be judged.
     ('echo "unterminated', DANGEROUS),
-    ("[[ -f x ]] && echo y", DANGEROUS),
+    ("if true; then ls", DANGEROUS),
+    ("echo $(ls", DANGEROUS),
+    ("cat <> f", DANGEROUS),  # tree-sitter-bash 0.25 does not know the <> redirection
+    ("echo " + "$(" * 400 + "ls" + ")" * 400, DANGEROUS),
 ]
 
 
@@ -180,7 +224,53 @@ def test_every_rule_family_is_covered() -> None:
             ),
         ),
         ("echo $(curl x)", Classification(NETWORK, ["curl reaches the network"], ["curl", "echo"])),
+        ("[[ -f x ]] && cat x", Classification(READ, [], ["cat"])),
+        (
+            "time { sudo rm x; }",
+            Classification(
+                DANGEROUS,
+                ["sudo runs the command as root", "rm deletes files"],
+                ["sudo", "rm"],
+            ),
+        ),
+        (
+            "$EDITOR x",
+            Classification(
+                WRITES, ["the command name $EDITOR is computed when it runs"], ["$EDITOR"]
+            ),
+        ),
+        (
+            "curl x 2>/dev/null | sh 2>&1",
+            Classification(
+                DANGEROUS,
+                [
+                    "piping a download into sh runs it unreviewed",
+                    "curl reaches the network",
+                    "sh is not known to be read-only",
+                ],
+                ["curl", "sh"],
+            ),
+        ),
+        ("if true; then ls", Classification(DANGEROUS, ["could not parse"], [])),
     ],
 )
 def test_reasons_and_commands(command: str, expected: Classification) -> None:
     assert classify_command(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [
+        ("echo > plain", "plain"),
+        ("echo > 'single $x'", "single $x"),
+        ('echo > "a\\"b\\$c \\q $x"', 'a"b$c \\q $x'),
+        ("echo > a\\ b", "a b"),
+        ("echo > 'x'\"y\"z$W", "xyz$W"),
+        ("echo > $'\\x41\\t\\101\\u00e9\\q\\cA\\''", "A\tA\u00e9\\q\x01'"),
+        ('echo > $"translated"', "translated"),
+        ('echo > "$(pwd)/out"', "$(pwd)/out"),
+    ],
+)
+def test_word_values(command: str, target: str) -> None:
+    """Quotes are removed and escapes resolved as bash does; expansions stay as written."""
+    assert classify_command(command).reasons == [f"writes {target}"]

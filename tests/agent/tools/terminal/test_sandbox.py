@@ -4,8 +4,10 @@ not (its weakness is asserted, so a change in it is noticed)."""
 import asyncio
 import os
 import shlex
+import shutil
 import signal
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -58,6 +60,26 @@ CONNECT = (
     f"{shlex.quote(sys.executable)} -c "
     "\"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\""
 )
+
+# Git without the host's configuration (signing, hooksPath, templates), with an identity.
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+@pytest.fixture
+def repository(workspace: Path) -> Path:
+    """The workspace made a git repository on the host."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=workspace, env=env, check=True)
+    return workspace
 
 
 # ---------------------------------------------------------------------------- both kinds
@@ -173,6 +195,33 @@ async def test_credentials_masked(kind: str, make_sandbox, workspace: Path, outs
         assert "id_rsa" in out and "credentials" in out and "traces.db" in out and "hunter2" in out
 
 
+async def test_git_works_in_the_workspace(sandbox: Sandbox, repository: Path) -> None:
+    command = (
+        "echo a > f && git add f && git commit -qm first && git branch topic && echo b > f && "
+        "git diff --name-only && git branch --format='%(refname:short)'"
+    )
+    assert await run(sandbox, command, repository, env=GIT_ENV) == (0, "f\nmain\ntopic\n", "")
+
+
+async def test_git_hooks_and_config(kind: str, sandbox: Sandbox, repository: Path) -> None:
+    """The user's git runs hooks and reads config on the host, outside any sandbox."""
+    config = repository / ".git" / "config"
+    before = config.read_text()
+    hook = repository / ".git" / "hooks" / "pre-commit"
+    plant = "echo 'touch pwned' > .git/hooks/pre-commit"
+    code_hook, _, err_hook = await run(sandbox, plant, repository, env=GIT_ENV)
+    code_config, _, err_config = await run(
+        sandbox, "git config core.hooksPath x", repository, env=GIT_ENV
+    )
+    if kind == "bubblewrap":
+        assert code_hook == 1 and "Read-only file system" in err_hook and not hook.exists()
+        assert code_config == 4 and "could not write config file" in err_config
+        assert config.read_text() == before
+    else:  # the fallback lets a command plant code for the host's git
+        assert code_hook == 0 and hook.exists()
+        assert code_config == 0 and "hooksPath = x" in config.read_text()
+
+
 # ---------------------------------------------------------------------------- bubblewrap
 
 
@@ -222,6 +271,43 @@ def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
     assert "--share-net" in sandbox.arguments("x", cwd=workspace, network=True)
 
 
+async def test_git_folder_cannot_be_swapped(bwrap: Path, repository: Path) -> None:
+    """A folder holding mounts can be renamed away and replaced by one with planted hooks;
+    .git is a mount point itself, which cannot."""
+    sandbox = BubblewrapSandbox(repository, bwrap, [])
+    code, _, err = await run(sandbox, "mv .git old", repository)
+    assert code == 1 and "Device or resource busy" in err
+    assert (repository / ".git" / "config").exists() and not (repository / "old").exists()
+
+
+def test_arguments_pin_git(bwrap: Path, workspace: Path, tmp_path: Path) -> None:
+    """.git onto itself and its hooks and config read-only, after the workspace; a .git file
+    (linked worktree) read-only; a symbolic link left alone."""
+
+    def mounts(root: Path) -> list[str]:
+        args = BubblewrapSandbox(root, bwrap, []).arguments("x", cwd=root, network=False)
+        return args[args.index("--bind") : args.index("--unshare-all")]
+
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text("")
+    ws, git = str(workspace), f"{workspace}/.git"
+    assert mounts(workspace) == [
+        "--bind", ws, ws,
+        "--bind", git, git,
+        "--ro-bind", f"{git}/hooks", f"{git}/hooks",
+        "--ro-bind", f"{git}/config", f"{git}/config",
+    ]  # fmt: skip
+    worktree = (tmp_path / "worktree").resolve()
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: /elsewhere/.git/worktrees/w\n")
+    wt = str(worktree)
+    assert mounts(worktree) == ["--bind", wt, wt, "--ro-bind", f"{wt}/.git", f"{wt}/.git"]
+    linked = (tmp_path / "linked").resolve()
+    linked.mkdir()
+    (linked / ".git").symlink_to(workspace / ".git")
+    assert mounts(linked) == ["--bind", str(linked), str(linked)]
+
+
 def test_probe_works_here(bwrap: Path) -> None:
     works, detail = probe_bubblewrap(bwrap)
     assert works and detail.startswith("bubblewrap ")
@@ -259,6 +345,6 @@ def test_detect_falls_back_and_says_why(
     assert isinstance(sandbox, FallbackSandbox) and sandbox.name == "fallback"
     assert sandbox.description == (
         "fallback (bubblewrap unavailable: bubblewrap (bwrap) not found): NOT isolated; commands "
-        "can read and change any file this user can and reach the network; only secrets in the "
-        "environment and output are hidden"
+        "can read and change any file this user can, git hooks included, and reach the network; "
+        "only secrets in the environment and output are hidden"
     )

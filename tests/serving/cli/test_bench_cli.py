@@ -1,0 +1,38 @@
+"""`opencomposer bench tools` runs end to end and reports every figure beside its baseline
+(figures are not asserted: the machines are shared and noisy)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = str(Path(sys.executable).parent / "opencomposer")
+
+
+@pytest.mark.slow
+def test_bench_tools_on_a_small_tree(tmp_path: Path):
+    tree = tmp_path / "tree"
+    for i in range(30):
+        package = tree / f"pkg{i % 3}"
+        package.mkdir(parents=True, exist_ok=True)
+        (package / f"mod{i}.py").write_text(
+            f"import os\n\nclass Thing{i}Error(Exception):\n    pass\n\n\n"
+            f"def handler_{i}(self, value):\n    return os.path.join(value, '{i}')\n")
+    proc = subprocess.run([CLI, "bench", "tools", "--tree", str(tree), "--repeat", "1",
+                           "--semantic-files", "5", "--json"], capture_output=True, text=True,
+                          timeout=600, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["files"], report["lines"]) == (30, 240)
+    names = [row["name"] for row in report["rows"]]
+    assert names == ["grep: common word", "grep: regex", "grep: literal", "grep: absent",
+                     "symbol index: full build", "symbol index: update after one edit",
+                     "semantic index: build", "semantic search: query"]
+    for row in report["rows"]:
+        assert row["ours"] > 0
+    # The benchmark edits a scratch copy, never the tree it was given.
+    assert sorted(p.name for p in tree.rglob("*.py"))[:2] == ["mod0.py", "mod1.py"]
+    assert (tree / "pkg0/mod0.py").read_text().count("def ") == 1

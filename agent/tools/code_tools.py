@@ -1,10 +1,7 @@
 """Code-aware search tools: symbols (tree-sitter outlines and the workspace symbol index) and
 semantic_search (embeddings, with a keyword fallback).
 
-Indexes are built lazily by the harness and kept fresh: the symbol index by a file watcher,
-the semantic index by an incremental update before each search. Embedding a large workspace
-takes minutes on a CPU, so a search that would have to wait for it answers from the keyword
-index instead and says so; the semantic index keeps building in the background.
+The indexes behind them are built on first use and kept fresh (see `indexes`).
 """
 
 import asyncio
@@ -58,7 +55,7 @@ class Symbols(Tool):
         shown = workspace.relative(target)
         if args.query is None:
             return self._outline(target, shown)
-        index = await ctx.harness.symbol_index()
+        index = await ctx.harness.indexes.symbols()
         prefix = None if target == workspace.root else shown
         found = index.search(args.query, limit=MAX_SYMBOLS, path_prefix=prefix)
         fields = {"query": args.query, "method": "symbols", "match_count": len(found),
@@ -115,7 +112,7 @@ class SemanticSearch(Tool):
         if args.path:
             target = workspace.resolve(args.path)
             prefix = None if target == workspace.root else workspace.relative(target)
-        index, note = await harness.semantic_index(wait=SEMANTIC_WAIT)
+        index, note = await harness.indexes.semantic(wait=SEMANTIC_WAIT)
         outcome = await asyncio.to_thread(index.search, args.query, args.top_k, prefix)
         note = note or outcome.note
         fields = {"query": args.query, "method": outcome.method, "match_count": len(outcome.hits)}

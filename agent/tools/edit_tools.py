@@ -10,7 +10,9 @@ from pydantic import Field, model_validator
 from opencomposer.agent.protocol.common import ActionClass
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
 from opencomposer.agent.tools.changes import FileOp
-from opencomposer.agent.tools.editing.patch import PatchError, parse_patch, plan_patch
+from opencomposer.agent.tools.editing.patch_format import PatchError
+from opencomposer.agent.tools.editing.patch_parse import parse_patch
+from opencomposer.agent.tools.editing.patch_plan import plan_patch
 from opencomposer.agent.tools.editing.str_replace import Edit, EditError, apply_edits
 from opencomposer.agent.tools.errors import Conflict, InvalidArguments
 from opencomposer.agent.tools.files import encode_like, writable

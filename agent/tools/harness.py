@@ -8,9 +8,6 @@ background jobs, the to-do list, code indexes) lives here, one harness per threa
 rollouts can run side by side in one process.
 """
 
-import asyncio
-import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -20,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,7 +26,6 @@ from opencomposer.agent.protocol.items import FileChange, TodoEntry
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, View
 from opencomposer.agent.tools.changes import FileOp, apply_ops, describe
 from opencomposer.agent.tools.checkpoints import CheckpointStore, UndoScope
-from opencomposer.agent.tools.code_index.symbol_index import SymbolIndex
 from opencomposer.agent.tools.errors import (
     Conflict,
     InvalidArguments,
@@ -37,6 +33,7 @@ from opencomposer.agent.tools.errors import (
     ToolError,
     UnexpectedEnvironment,
 )
+from opencomposer.agent.tools.indexes import CodeIndexes
 from opencomposer.agent.tools.search import list_workspace_files
 from opencomposer.agent.tools.terminal.environment import dotenv_secret_values, scrub_environment
 from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
@@ -45,9 +42,6 @@ from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.config import ToolSettings
 from opencomposer.redact import Redactor
 from opencomposer.serving.engines.base import ToolSpec
-
-if TYPE_CHECKING:  # torch-backed: imported on first semantic search, not at start-up
-    from opencomposer.agent.tools.code_index.semantic_index import SemanticIndex
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +117,7 @@ class ToolHarness:
         self.on_output = on_output
         self.todos: list[TodoEntry] = []
         self._tools = {tool.name: tool for tool in (tools or default_tools())}
-        self._symbols: SymbolIndex | None = None
-        self._watch_stop: asyncio.Event | None = None
-        self._semantic: SemanticIndex | None = None
-        self._keywords: SemanticIndex | None = None
-        self._semantic_update: asyncio.Future | None = None
-        self._background: set[asyncio.Task] = set()
+        self.indexes = CodeIndexes(workspace.root, data_dir, models_dir, self.list_files)
 
     # ------------------------------------------------------------------ catalogue
 
@@ -257,67 +246,12 @@ class ToolHarness:
         """Every file of the workspace that ignore rules keep (what grep and glob see)."""
         return list_workspace_files(self.workspace.root)
 
-    async def symbol_index(self) -> SymbolIndex:
-        """The symbol index, built on first use and then kept fresh by a file watcher."""
-        if self._symbols is None:
-            index = SymbolIndex(self.workspace.root, self.list_files)
-            await asyncio.to_thread(index.build)
-            self._symbols = index
-            self._watch_stop = asyncio.Event()
-            self._background.add(asyncio.create_task(index.watch(self._watch_stop)))
-        return self._symbols
-
-    async def semantic_index(self, wait: float) -> tuple["SemanticIndex", str | None]:
-        """The semantic index brought up to date, or, when that takes longer than `wait`
-        seconds (a first embedding of a large workspace), the keyword index with a note; the
-        semantic update goes on in the background."""
-        from opencomposer.agent.tools.code_index.embedder import MiniLMEmbedder, find_model
-        from opencomposer.agent.tools.code_index.semantic_index import SemanticIndex
-
-        if self._semantic is None:
-            model = find_model(self.models_dir) if self.models_dir else None
-            embedder = await asyncio.to_thread(MiniLMEmbedder.load, model) if model else None
-            self._semantic = SemanticIndex(self.workspace.root, self.list_files,
-                                           self._index_dir / "semantic.db", embedder)
-        if self._semantic.embedder is None:
-            await asyncio.to_thread(self._semantic.update)
-            return self._semantic, None
-        if self._semantic_update is None or self._semantic_update.done():
-            self._semantic_update = asyncio.ensure_future(
-                asyncio.to_thread(self._semantic.update))
-        done, _ = await asyncio.wait([self._semantic_update], timeout=wait)
-        if done:
-            self._semantic_update.result()
-            return self._semantic, None
-        if self._keywords is None:
-            self._keywords = SemanticIndex(self.workspace.root, self.list_files,
-                                           self._index_dir / "keywords.db", None)
-        await asyncio.to_thread(self._keywords.update)
-        return self._keywords, ("the semantic index is still being built, so these are "
-                                "keyword (BM25) matches; search again later for semantic ones")
-
-    @property
-    def _index_dir(self) -> Path:
-        digest = hashlib.sha256(str(self.workspace.root).encode()).hexdigest()[:16]
-        return self.data_dir / "index" / digest
-
     async def close(self) -> None:
         """Stop background work and release files (idempotent)."""
-        if self._watch_stop is not None:
-            self._watch_stop.set()
-        if self._semantic_update is not None:
-            with contextlib.suppress(Exception):
-                await self._semantic_update
-        for task in list(self._background):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 5)
+        await self.indexes.close()
         jobs = self.__dict__.pop("jobs", None)
         if jobs is not None:
             await jobs.close()
-        for index in (self._semantic, self._keywords):
-            if index is not None:
-                index.close()
-        self._semantic = self._keywords = None
         checkpoints = self.__dict__.pop("checkpoints", None)
         if checkpoints is not None:
             checkpoints.close()

@@ -19,7 +19,6 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err, print_json
 from opencomposer.serving.engines import make_engine
-from opencomposer.serving.engines.errors import EngineProtocolError
 from opencomposer.serving.engines.base import (
     ChatMessage,
     Finished,
@@ -32,6 +31,7 @@ from opencomposer.serving.engines.base import (
     ToolCallStarted,
     ToolSpec,
 )
+from opencomposer.serving.engines.errors import EngineProtocolError
 
 engine_app = typer.Typer(help="Talk to the model engine directly.", no_args_is_help=True)
 

@@ -6,7 +6,12 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from opencomposer.serving.cli.options import ConfigOverrides, Workspace, overrides_from, settings_for
+from opencomposer.serving.cli.options import (
+    ConfigOverrides,
+    Workspace,
+    overrides_from,
+    settings_for,
+)
 from opencomposer.serving.cli.output import err, out
 from opencomposer.serving.http.app import ENDPOINTS, create_app
 from opencomposer.serving.http.auth import is_loopback, new_token

@@ -13,9 +13,11 @@ from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
     Json,
-    Workspace as WorkspaceOption,
     overrides_from,
     settings_for,
+)
+from opencomposer.serving.cli.options import (
+    Workspace as WorkspaceOption,
 )
 from opencomposer.serving.cli.output import out, print_json
 

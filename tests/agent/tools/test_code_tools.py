@@ -4,6 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from opencomposer.agent.tools import code_tools
+from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.tools.indexes import STILL_BUILDING
+from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.config import ToolSettings
+
 SOURCE = '''class Config:
     """Settings loaded from disk."""
 
@@ -57,3 +63,28 @@ async def test_semantic_search_without_a_model_says_it_used_keywords(harness, pr
     assert outcome.ok and outcome.fields["method"] == "lexical"
     assert outcome.text.startswith("[lexical search: embedding model not installed")
     assert "app/config.py:" in outcome.text.splitlines()[2]
+
+
+async def test_semantic_search_with_the_model(root: Path, project, tmp_path: Path, models_dir):
+    harness = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data",
+                          models_dir=models_dir)
+    outcome = await harness.call("semantic_search", {"query": "how long to wait before trying "
+                                                              "again", "top_k": 2})
+    assert outcome.fields["method"] == "semantic"
+    assert outcome.text.splitlines()[0] == "[semantic search]"
+    assert outcome.text.splitlines()[2].startswith("app/config.py:8-10 parse_retry_delay")
+    await harness.close()
+
+
+async def test_a_search_that_would_wait_for_embedding_gets_keywords_meanwhile(
+        root: Path, project, tmp_path: Path, models_dir, monkeypatch):
+    monkeypatch.setattr(code_tools, "SEMANTIC_WAIT", 0.0)
+    harness = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data",
+                          models_dir=models_dir)
+    first = await harness.call("semantic_search", {"query": "retry delay"})
+    assert first.fields["method"] == "lexical"
+    assert first.text.startswith(f"[lexical search: {STILL_BUILDING}]")
+    monkeypatch.setattr(code_tools, "SEMANTIC_WAIT", 60.0)
+    later = await harness.call("semantic_search", {"query": "retry delay"})
+    assert later.fields["method"] == "semantic"
+    await harness.close()

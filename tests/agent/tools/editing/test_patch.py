@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opencomposer.agent.tools.editing.patch import (
+from opencomposer.agent.tools.editing.patch_format import (
     AddFile,
     DeleteFile,
     Hunk,
     PatchError,
     PlannedChange,
     UpdateFile,
-    parse_patch,
-    plan_patch,
 )
+from opencomposer.agent.tools.editing.patch_parse import parse_patch
+from opencomposer.agent.tools.editing.patch_plan import plan_patch
 
 PROPERTIES = settings(max_examples=200, derandomize=True, deadline=None)
 SOURCE = ("class A:\n    def f(self):\n        return 1\n\n"

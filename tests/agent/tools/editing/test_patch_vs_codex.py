@@ -36,7 +36,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opencomposer.agent.tools.editing.patch import PatchError, parse_patch, plan_patch
+from opencomposer.agent.tools.editing.patch_format import PatchError
+from opencomposer.agent.tools.editing.patch_parse import parse_patch
+from opencomposer.agent.tools.editing.patch_plan import plan_patch
 
 SOURCE = ("class A:\n    def f(self):\n        return 1\n\n"
           "class B:\n    def f(self):\n        return 1\n")

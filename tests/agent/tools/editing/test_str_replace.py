@@ -5,12 +5,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from opencomposer.agent.tools.editing.miss import describe_miss
 from opencomposer.agent.tools.editing.str_replace import (
     Edit,
     EditError,
     EditOutcome,
     apply_edits,
-    describe_miss,
 )
 
 PROPERTIES = settings(max_examples=200, derandomize=True, deadline=None)

@@ -25,7 +25,6 @@ from opencomposer.agent.tools.terminal.sandbox import (
     default_masked_paths,
     probe_bubblewrap,
 )
-
 from opencomposer.paths import find_program
 from opencomposer.redact import Redactor
 

@@ -11,10 +11,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.interpreters import SANDBOX_PYTHON
 
 from opencomposer.agent.tools.errors import (
     Denied,
@@ -164,7 +164,7 @@ async def test_output_since_last_read(make_jobs, workspace: Path) -> None:
 async def test_background_input_round_trip(make_jobs, workspace: Path) -> None:
     jobs = make_jobs()
     echo = (
-        f"{shlex.quote(sys.executable)} -c "
+        f"{shlex.quote(SANDBOX_PYTHON)} -c "
         "'import sys\nfor line in sys.stdin: print(\"got\", line.strip(), flush=True)'"
     )
     async with asyncio.timeout(10):

@@ -8,12 +8,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.interpreters import SANDBOX_PYTHON
 
 from opencomposer.agent.tools.terminal import sandbox as sandbox_module
 from opencomposer.agent.tools.terminal.environment import scrub_environment
@@ -57,7 +57,7 @@ def listener() -> Iterator[int]:
 
 
 CONNECT = (
-    f"{shlex.quote(sys.executable)} -c "
+    f"{shlex.quote(SANDBOX_PYTHON)} -c "
     "\"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\""
 )
 

@@ -34,6 +34,7 @@ from opencomposer.agent.tools.errors import (
     UnexpectedEnvironment,
 )
 from opencomposer.agent.tools.indexes import CodeIndexes
+from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.search import list_workspace_files
 from opencomposer.agent.tools.terminal.environment import dotenv_secret_values, scrub_environment
 from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
@@ -106,8 +107,6 @@ class ToolHarness:
         models_dir: Path | None = None,
         on_output: OnOutput | None = None,
     ) -> None:
-        from opencomposer.agent.tools.registry import default_tools
-
         self.workspace = workspace
         self.settings = settings
         self.data_dir = data_dir

@@ -5,6 +5,8 @@ changes nothing and tells the model why, with the closest real lines. The file's
 byte-order mark and line endings are kept.
 """
 
+from pathlib import Path
+
 from pydantic import Field, model_validator
 
 from opencomposer.agent.protocol.common import ActionClass
@@ -15,8 +17,8 @@ from opencomposer.agent.tools.editing.patch_parse import parse_patch
 from opencomposer.agent.tools.editing.patch_plan import plan_patch
 from opencomposer.agent.tools.editing.str_replace import Edit, EditError, apply_edits
 from opencomposer.agent.tools.errors import Conflict, InvalidArguments
-from opencomposer.agent.tools.files import encode_like, writable
-from opencomposer.agent.tools.textfile import BinaryFile, split_lines
+from opencomposer.agent.tools.files import encode_as, writable
+from opencomposer.agent.tools.textfile import BinaryFile, TextFile, new_file, split_lines
 
 SNIPPET_CONTEXT = 2
 MAX_SNIPPETS = 3
@@ -94,9 +96,9 @@ class EditFile(Tool):
         except EditError as error:
             raise (Conflict if error.reason in ("no_match", "multiple_matches", "overlap")
                    else InvalidArguments)(f"{shown}: {error.message}") from None
-        before = path.read_bytes()
-        after = encode_like(outcome.text, before, shown, newlines_done=True)
-        changes = await ctx.harness.apply([FileOp("update", path, before, after)], ctx)
+        after = encode_as(document, outcome.text, shown)
+        changes = await ctx.harness.apply(
+            [FileOp("update", path, path.read_bytes(), after)], ctx)
         lines = split_lines(outcome.text)
         snippets = [_snippet(lines, first, last) for first, last in
                     outcome.changed_lines[:MAX_SNIPPETS]]
@@ -129,13 +131,15 @@ class ApplyPatch(Tool):
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
+        documents: dict[Path, TextFile] = {}  # decoded once, encoded back in their format
 
         def read(path: str) -> str | None:
             resolved = writable(workspace, path)
             if not resolved.is_file():
                 return None
             try:
-                return workspace.read_text(resolved).text
+                documents[resolved] = workspace.read_text(resolved)
+                return documents[resolved].text
             except BinaryFile:
                 raise PatchError(f"{path} is a binary file; patches apply to text", path) \
                     from None
@@ -149,8 +153,12 @@ class ApplyPatch(Tool):
         for change in planned:
             path = writable(workspace, change.path)
             before = path.read_bytes() if path.is_file() else None
-            after = None if change.new_text is None else encode_like(
-                change.new_text, before, change.path, newlines_done=True)
+            if change.new_text is None:
+                after = None
+            elif path in documents:
+                after = encode_as(documents[path], change.new_text, change.path)
+            else:
+                after = new_file(change.new_text).encode()
             target = writable(workspace, change.move_to) if change.move_to else None
             if target is not None and target.exists():
                 raise Conflict(f"{change.move_to} already exists")

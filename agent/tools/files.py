@@ -14,7 +14,13 @@ from opencomposer.agent.protocol.common import ActionClass, LineRange
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
 from opencomposer.agent.tools.changes import FileOp
 from opencomposer.agent.tools.errors import Conflict, Denied, InvalidArguments, NotFound
-from opencomposer.agent.tools.textfile import BinaryFile, decode, split_lines, to_file_newlines
+from opencomposer.agent.tools.textfile import (
+    BinaryFile,
+    TextFile,
+    decode,
+    split_lines,
+    to_file_newlines,
+)
 from opencomposer.agent.tools.workspace import Workspace
 
 MAX_LINE_CHARS = 2_000
@@ -36,30 +42,28 @@ def existing_file(path: Path, shown: str) -> bytes:
     return path.read_bytes()
 
 
-def encode_like(
-    text: str, before: bytes | None, shown: str, *, newlines_done: bool = False
-) -> bytes:
-    """Encode new content in the format of the file it replaces (UTF-8 for a new file).
+def encode_as(document: TextFile, text: str, shown: str) -> bytes:
+    """`text`, already in the file's line endings, in `document`'s encoding and BOM."""
+    try:
+        return document.with_text(text).encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidArguments(
+            f"{shown} is {document.format.encoding}, which cannot encode "
+            f"{exc.object[exc.start:exc.end]!r}",
+            hint="Use characters the file's encoding can hold.",
+        ) from None
 
-    Model-written text has `\\n` line endings, which become the file's own unless the
-    caller already produced them (`newlines_done`).
-    """
+
+def encode_like(text: str, before: bytes | None, shown: str) -> bytes:
+    """Model-written content (`\\n` line endings) in the format of the file it replaces;
+    UTF-8 for a new or binary file."""
     if before is None:
         return text.encode("utf-8")
     try:
         old = decode(before)
     except BinaryFile:
         return text.encode("utf-8")
-    if not newlines_done:
-        text = to_file_newlines(text, old.format.newline)
-    try:
-        return old.with_text(text).encode()
-    except UnicodeEncodeError as exc:
-        raise InvalidArguments(
-            f"{shown} is {old.format.encoding}, which cannot encode "
-            f"{exc.object[exc.start:exc.end]!r}",
-            hint="Use characters the file's encoding can hold.",
-        ) from None
+    return encode_as(old, to_file_newlines(text, old.format.newline), shown)
 
 
 # --------------------------------------------------------------------------- read_file

@@ -56,10 +56,6 @@ class TextFile:
 
     format: TextFormat
 
-    @property
-    def final_newline(self) -> bool:
-        return self.text.endswith(("\n", "\r"))
-
     def with_text(self, text: str) -> "TextFile":
         return replace(self, text=text)
 

@@ -118,6 +118,3 @@ class Workspace:
             on_disk = decode(path.read_bytes()).format if path.is_file() else None
             return TextFile(text, on_disk) if on_disk else new_file(text)
         return decode(self.read_bytes(path))
-
-    def exists(self, path: Path) -> bool:
-        return path in self._overlay or path.exists()

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from opencomposer.agent.tools.bench import run_tool_bench
 from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
 from opencomposer.serving.cli.output import err, out, print_json
 
@@ -33,6 +32,8 @@ def tools(
     json: Json = False,
 ) -> None:
     """grep vs raw ripgrep, the symbol index vs ctags, semantic indexing and queries."""
+    from opencomposer.agent.tools.bench import run_tool_bench  # the tools load only here
+
     settings = settings_for(None, overrides_from(config)).settings
     with err.status("benchmarking the tools (a minute or two)"):
         rows, info = asyncio.run(run_tool_bench(tree, settings.models_dir, repeat=repeat,
@@ -46,7 +47,7 @@ def tools(
     for column in ("measurement", "baseline", "", "ours", "ours / baseline", "note"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
+        ratio = f"{row.ratio:.3g}x" if row.ratio is not None else ""
         table.add_row(row.name, row.baseline_label, _seconds(row.baseline, row.unit),
                       _seconds(row.ours, row.unit), ratio, row.note)
     out.print(table)

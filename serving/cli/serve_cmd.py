@@ -4,7 +4,6 @@ import socket
 from typing import Annotated
 
 import typer
-import uvicorn
 
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
@@ -13,8 +12,6 @@ from opencomposer.serving.cli.options import (
     settings_for,
 )
 from opencomposer.serving.cli.output import err, out
-from opencomposer.serving.http.app import ENDPOINTS, create_app
-from opencomposer.serving.http.auth import is_loopback, new_token
 
 
 def serve(
@@ -25,6 +22,12 @@ def serve(
 ) -> None:
     """Serve the HTTP API. Binding a non-loopback address requires a bearer token; one is
     generated and printed once if the config has none."""
+    # Imported here: the web stack is a third of the CLI's start-up and only `serve` needs it.
+    import uvicorn
+
+    from opencomposer.serving.http.app import ENDPOINTS, create_app
+    from opencomposer.serving.http.auth import is_loopback, new_token
+
     loaded = settings_for(
         workspace, overrides_from(config, **{"server.host": host, "server.port": port})
     )

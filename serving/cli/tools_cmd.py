@@ -2,14 +2,12 @@
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from opencomposer.agent.tools.harness import CallOutcome, ToolHarness
-from opencomposer.agent.tools.registry import default_tools
-from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.config import Settings
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
     Json,
@@ -21,9 +19,14 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import out, print_json
 
+if TYPE_CHECKING:  # the harness loads only when a tool runs
+    from opencomposer.agent.tools.harness import CallOutcome
+
 
 def tools(json: Json = False) -> None:
     """List the tools the model can call, with their JSON schemas."""
+    from opencomposer.agent.tools.registry import default_tools
+
     specs = [tool.spec() for tool in default_tools()]
     if json:
         print_json([spec.to_openai() for spec in specs])
@@ -58,7 +61,10 @@ def tool(
     raise typer.Exit(0 if outcome.ok else 2)
 
 
-async def _call(root: Path, settings, name: str, args: str) -> CallOutcome:
+async def _call(root: Path, settings: Settings, name: str, args: str) -> "CallOutcome":
+    from opencomposer.agent.tools.harness import ToolHarness
+    from opencomposer.agent.tools.workspace import Workspace
+
     harness = ToolHarness(Workspace(root), settings.tools, settings.home, thread_id="cli",
                           models_dir=settings.models_dir)
     try:

@@ -27,6 +27,7 @@ from pydantic_settings import (
 )
 
 from opencomposer import paths
+from opencomposer.agent.protocol.common import ApprovalPolicy
 
 ENV_PREFIX = "OPENCOMPOSER_"
 ENV_DELIMITER = "__"
@@ -40,6 +41,7 @@ USER_ONLY_KEYS = (
     "engine.base_url",
     "engine.api_key",
     "tools.allow_network",
+    "agent.approval",
 )
 
 
@@ -114,6 +116,53 @@ class ToolSettings(Section):
     their output (names ending in _TOKEN, _KEY, _SECRET, _PASSWORD are always removed)."""
 
 
+class AgentSettings(Section):
+    max_steps: int = Field(default=100, ge=1)
+    """Model calls one turn may make before it stops (summaries not counted)."""
+
+    max_turn_tokens: int | None = Field(default=None, ge=1)
+    """Tokens one turn may spend (prompt tokens not served from the engine's cache, plus
+    generated tokens); unset means no limit."""
+
+    max_wall_time: float | None = Field(default=3600.0, gt=0)
+    """Seconds one turn may run; unset means no limit."""
+
+    max_step_tokens: int = Field(default=8192, ge=16)
+    """Most tokens the model may generate in one step (capped by the room left in its
+    context window)."""
+
+    temperature: float | None = Field(default=None, ge=0)
+    """Sampling temperature for agent steps; unset uses the engine's default."""
+
+    context_window: int | None = Field(default=None, ge=1024)
+    """The model's context window in tokens; unset asks the engine, and assumes 32768 when
+    the engine does not say."""
+
+    summary_trigger: float = Field(default=0.8, gt=0)
+    """When to self-summarize: a fraction of the context window (up to 1), or an absolute
+    number of context tokens (above 1)."""
+
+    summary_max_tokens: int = Field(default=4096, ge=256)
+    """Tokens the model may use to think and write its summary (it is asked for about
+    1,000). This much of the window is always kept free, so summarizing cannot overflow."""
+
+    capture: bool = True
+    """Ask the engine for what training needs (token ids, logprobs, routed experts,
+    speculative-decoding statistics) and store it with each model call; engines return what
+    they can."""
+
+    repetition_limit: int = Field(default=4, ge=2)
+    """Identical failing tool calls in a row that stop the turn; the model is warned one
+    call earlier. Calls that succeed (polling a job, re-running tests) never count."""
+
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    """Which tool calls run on their own, are asked about, or are refused (by class, tool
+    and command). Only the user's own config may set it, never a workspace file."""
+
+    approval_timeout: float = Field(default=600.0, gt=0)
+    """Seconds to wait for a client to answer an approval before the call is denied."""
+
+
 class LoggingSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Least severe level written to stderr and to `<home>/logs`."""
@@ -139,6 +188,7 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
 

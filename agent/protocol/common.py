@@ -113,3 +113,9 @@ class ApprovalPolicy(ProtocolModel):
 
     tools: dict[str, ApprovalMode] = Field(default_factory=dict)
     """Per-tool modes by tool name; they take precedence over the class modes."""
+
+    commands: dict[str, ApprovalMode] = Field(default_factory=dict)
+    """Modes for shell commands by their leading words, e.g. `{"pytest": "auto", "git push":
+    "deny"}`. A deny rule matching any command of a command line refuses it; otherwise rules
+    decide only when they match every command in it, and the class mode applies to the
+    rest."""

@@ -1,10 +1,11 @@
 """Items: the units a turn is made of, and the deltas that stream them.
 
 Every item goes `item.started` -> `item.delta`* -> `item.completed`; the completed item is
-authoritative and replaces whatever a client assembled from deltas. Tool calls share one set
-of fields (`ToolCallFields`) and come in specialised views that clients can render richly
-(a command with its output, a file change as a diff, a todo list); `tool_call` is the plain
-view for any other tool.
+authoritative and replaces whatever a client assembled from deltas. A tool call starts once
+the model has written its whole call, so it starts with its arguments (the command, the path).
+Tool calls share one set of fields (`ToolCallFields`) and come in specialised views that
+clients can render richly (a command with its output, a file change as a diff, a todo list);
+`tool_call` is the plain view for any other tool.
 """
 
 from datetime import datetime
@@ -86,6 +87,10 @@ class ItemFields(ProtocolModel):
     completed_at: datetime | None = None
     """When the item reached a final status; None while in progress."""
 
+    step: int | None = None
+    """The model step (engine call) of the turn that produced the item, from 1; items of one
+    step form one assistant message. None for items the model did not produce."""
+
 
 class UserMessageItem(ItemFields):
     type: Literal["user_message"] = "user_message"
@@ -95,6 +100,10 @@ class UserMessageItem(ItemFields):
     steer: bool = False
     """True when added to a turn that was already running; the model sees it at its next
     step."""
+
+    context: str | None = None
+    """Facts the runtime attached for the model when the turn started: git status, recently
+    viewed and edited files. Clients usually show it collapsed."""
 
 
 class AgentMessageItem(ItemFields):
@@ -117,7 +126,10 @@ class ToolCallFields(ItemFields):
     """Tool name as declared to the model."""
 
     arguments: dict[str, Any] = Field(default_factory=dict)
-    """Arguments as parsed from the model's call (empty while they are still streaming)."""
+    """Arguments as parsed from the model's call (empty when they are not a JSON object)."""
+
+    arguments_text: str = ""
+    """The arguments exactly as the model wrote them, valid or not; prompts replay this text."""
 
     action_class: ActionClass | None = None
     """The harness's risk classification of this call, once known."""
@@ -140,7 +152,7 @@ class ToolCallItem(ToolCallFields):
 
 class CommandExecutionItem(ToolCallFields):
     type: Literal["command_execution"] = "command_execution"
-    command: str
+    command: str = ""
     """The shell command as run."""
 
     cwd: str = "."
@@ -188,10 +200,10 @@ class FileChangeItem(ToolCallFields):
 
 class SearchItem(ToolCallFields):
     type: Literal["search"] = "search"
-    query: str
+    query: str = ""
     """Pattern or question searched for."""
 
-    method: Literal["grep", "glob", "symbols", "semantic", "lexical"]
+    method: Literal["grep", "glob", "symbols", "semantic", "lexical"] = "grep"
     """What answered: ripgrep, a file pattern, the symbol index, embeddings, or the lexical
     fallback used when no embedding model is available."""
 
@@ -207,7 +219,7 @@ class SearchItem(ToolCallFields):
 
 class FileReadItem(ToolCallFields):
     type: Literal["file_read"] = "file_read"
-    path: str
+    path: str = ""
     """Path relative to the workspace root."""
 
     range: LineRange | None = None
@@ -248,6 +260,10 @@ class ContextSummaryItem(ItemFields):
     type: Literal["context_summary"] = "context_summary"
     text: str = ""
     """The summary the model wrote (or the truncation notice of the fallback)."""
+
+    state: str = ""
+    """The conversation state kept beside the summary: the to-do list, the files touched and
+    the number of summaries so far."""
 
     method: Literal["model", "truncation"] = "model"
     """`model`: the model summarized itself; `truncation`: its summary failed and older
@@ -343,14 +359,6 @@ class TextDelta(ProtocolModel):
     """Text to append."""
 
 
-class ArgumentsDelta(ProtocolModel):
-    """A fragment of a tool call's JSON arguments as the model streams them."""
-
-    kind: Literal["arguments"] = "arguments"
-    text: str
-    """JSON text to append to the arguments."""
-
-
 class OutputDelta(ProtocolModel):
     """Output from a running command."""
 
@@ -362,4 +370,4 @@ class OutputDelta(ProtocolModel):
     """Output to append (decoded as UTF-8, invalid bytes replaced)."""
 
 
-ItemDelta = Annotated[TextDelta | ArgumentsDelta | OutputDelta, Field(discriminator="kind")]
+ItemDelta = Annotated[TextDelta | OutputDelta, Field(discriminator="kind")]

@@ -1,10 +1,13 @@
 """What a tool is: a name, a short description, a pydantic argument model (the JSON schema
 the model sees is generated from it), a risk classification, and an async `run`.
 
-A run returns `ToolResult`: `text` is what the model reads (terse, capped); `view` and
-`fields` fill the protocol item clients render (`file_read`, `search`, `command_execution`,
-...); `data` carries anything else a client or test wants in structured form. Failures are
-raised as `ToolError`s and turned into results by the harness.
+Each tool names the protocol item view clients render its calls with (`file_read`, `search`,
+`command_execution`, ...), fixed per tool so a client knows what it is showing from the moment
+the call starts; `view_fields` fills what the arguments already say (the command, the path).
+A run returns `ToolResult`: `text` is what the model reads (terse, capped); `fields` complete
+the item (match counts, the diff, the exit code); `data` carries anything else a client or
+test wants in structured form. Failures are raised as `ToolError`s and turned into results by
+the harness.
 """
 
 import json
@@ -19,6 +22,7 @@ from opencomposer.serving.engines.base import ToolSpec
 
 if TYPE_CHECKING:
     from opencomposer.agent.tools.harness import ToolHarness
+    from opencomposer.agent.tools.terminal.jobs import OnOutput
 
 View = Literal["tool_call", "command_execution", "file_change", "search", "file_read", "todo_list"]
 
@@ -33,9 +37,8 @@ class ToolArgs(BaseModel):
 @dataclass
 class ToolResult:
     text: str
-    view: View = "tool_call"
     fields: dict[str, Any] = field(default_factory=dict)
-    """Fields of the protocol item named by `view` (e.g. `path`, `range` for `file_read`)."""
+    """Fields of the tool's protocol item view (e.g. `total_lines`, `range` for `file_read`)."""
 
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -47,15 +50,27 @@ class ToolContext:
     turn_id: str | None = None
     """Groups the call's file changes into a turn for undo."""
 
+    on_output: "OnOutput | None" = None
+    """Receives a command's output as it arrives, for clients to watch it live."""
+
 
 class Tool(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     Args: ClassVar[type[ToolArgs]]
+    view: ClassVar[View] = "tool_call"
+
+    def view_fields(self, args: ToolArgs) -> dict[str, Any]:
+        """Fields of the view that the arguments determine, known before the call runs."""
+        return {}
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         """Risk of this call; read-only unless a tool says otherwise."""
         return ActionClass.read_only
+
+    def commands(self, args: ToolArgs) -> list[list[str]]:
+        """The argv of every program the call would run, for command approval rules."""
+        return []
 
     def summary(self, args: ToolArgs) -> str:
         """One line for a human deciding an approval: what the call would do."""

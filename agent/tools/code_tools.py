@@ -5,6 +5,7 @@ The indexes behind them are built on first use and kept fresh (see `indexes`).
 """
 
 import asyncio
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -48,6 +49,10 @@ class Symbols(Tool):
         "definitions by name across the workspace. Python, JS/TS, Go, Rust, Java, C/C++, Bash."
     )
     Args = SymbolsArgs
+    view = "search"
+
+    def view_fields(self, args: SymbolsArgs) -> dict[str, Any]:
+        return {"query": args.query or args.path or "", "method": "symbols"}
 
     async def run(self, args: SymbolsArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
@@ -61,10 +66,10 @@ class Symbols(Tool):
         fields = {"query": args.query, "method": "symbols", "match_count": len(found),
                   "truncated": len(found) == MAX_SYMBOLS}
         if not found:
-            return ToolResult(text=f"No definitions match {args.query!r}.", view="search",
+            return ToolResult(text=f"No definitions match {args.query!r}.",
                               fields=fields)
         text = "\n".join(_symbol_line(s, with_path=True) for s in found)
-        return ToolResult(text=text, view="search", fields=fields)
+        return ToolResult(text=text, fields=fields)
 
     def _outline(self, path, shown: str) -> ToolResult:
         if not path.is_file():
@@ -77,14 +82,14 @@ class Symbols(Tool):
         fields = {"query": shown, "method": "symbols", "match_count": len(symbols)}
         if not symbols:
             return ToolResult(text=f"{shown} defines no functions, classes or methods.",
-                              view="search", fields=fields)
+                              fields=fields)
         depth = {s.name: 0 for s in symbols if s.parent is None}
         lines = []
         for symbol in symbols:
             level = depth.get(symbol.parent, -1) + 1 if symbol.parent else 0
             depth.setdefault(symbol.name, level)
             lines.append("  " * level + _symbol_line(symbol, with_path=False))
-        return ToolResult(text=f"{shown}:\n" + "\n".join(lines), view="search", fields=fields)
+        return ToolResult(text=f"{shown}:\n" + "\n".join(lines), fields=fields)
 
 
 class SemanticSearchArgs(ToolArgs):
@@ -105,6 +110,10 @@ class SemanticSearch(Tool):
         "Use grep for exact names or text."
     )
     Args = SemanticSearchArgs
+    view = "search"
+
+    def view_fields(self, args: SemanticSearchArgs) -> dict[str, Any]:
+        return {"query": args.query, "method": "semantic"}
 
     async def run(self, args: SemanticSearchArgs, ctx: ToolContext) -> ToolResult:
         harness, workspace = ctx.harness, ctx.harness.workspace
@@ -128,4 +137,4 @@ class SemanticSearch(Tool):
                 lines.append("  ...")
         if not outcome.hits:
             lines.append("No indexed code matches.")
-        return ToolResult(text="\n".join(lines), view="search", fields=fields)
+        return ToolResult(text="\n".join(lines), fields=fields)

@@ -75,6 +75,7 @@ class EditFile(Tool):
         "failure nothing changes and the closest real lines are shown."
     )
     Args = EditFileArgs
+    view = "file_change"
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
@@ -104,7 +105,7 @@ class EditFile(Tool):
                     outcome.changed_lines[:MAX_SNIPPETS]]
         text = [f"Edited {shown}: {outcome.replacements} replacement"
                 f"{'s' if outcome.replacements != 1 else ''}.", *outcome.notes, *snippets]
-        return ToolResult(text="\n".join(text), view="file_change", fields={"changes": changes})
+        return ToolResult(text="\n".join(text), fields={"changes": changes})
 
 
 def _snippet(lines: list[str], first: int, last: int) -> str:
@@ -125,6 +126,7 @@ class ApplyPatch(Tool):
         "Move to, or a unified diff). The whole patch is checked before any file is written."
     )
     Args = ApplyPatchArgs
+    view = "file_change"
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
@@ -167,5 +169,5 @@ class ApplyPatch(Tool):
         summary = ", ".join(f"{c.kind.value} {c.path}" + (f" -> {c.move_to}" if c.move_to else "")
                             for c in changes)
         return ToolResult(text="\n".join([f"Applied patch: {summary}.", *notes]),
-                          view="file_change", fields={"changes": changes})
+                          fields={"changes": changes})
 

@@ -7,6 +7,7 @@ checkpointed and undoable.
 """
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -87,6 +88,10 @@ class ReadFile(Tool):
         "to read on. Binary files are described, not shown."
     )
     Args = ReadFileArgs
+    view = "file_read"
+
+    def view_fields(self, args: ReadFileArgs) -> dict[str, Any]:
+        return {"path": args.path}
 
     async def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
         workspace, settings = ctx.harness.workspace, ctx.harness.settings
@@ -98,7 +103,6 @@ class ReadFile(Tool):
             size = path.stat().st_size
             return ToolResult(
                 text=f"{shown} is a binary file ({size:,} bytes); it cannot be shown as text.",
-                view="file_read",
                 fields={"path": shown},
                 data={"binary": True, "size": size},
             )
@@ -106,7 +110,7 @@ class ReadFile(Tool):
         total = len(lines)
         fields = {"path": shown, "total_lines": total, "encoding": document.format.label}
         if total == 0:
-            return ToolResult(text=f"{shown} is empty.", view="file_read", fields=fields)
+            return ToolResult(text=f"{shown} is empty.", fields=fields)
         if args.offset > total:
             raise InvalidArguments(f"offset {args.offset} is past the end of {shown} "
                                    f"({total} lines)")
@@ -130,7 +134,7 @@ class ReadFile(Tool):
         if last < total:
             text += f"\n[... {total - last:,} more lines; continue with offset={last + 1}]"
         fields["range"] = LineRange(start=args.offset, end=last)
-        return ToolResult(text=text, view="file_read", fields=fields)
+        return ToolResult(text=text, fields=fields)
 
 
 # --------------------------------------------------------------------------- write_file
@@ -154,6 +158,7 @@ class WriteFile(Tool):
         "its encoding and line endings. Prefer edit_file to change part of a file."
     )
     Args = WriteFileArgs
+    view = "file_change"
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
@@ -169,12 +174,12 @@ class WriteFile(Tool):
         after = encode_like(args.content, before, shown)
         if after == before:
             return ToolResult(text=f"{shown} already has this content; nothing was written.",
-                              view="file_change", fields={"changes": []})
+                              fields={"changes": []})
         kind = "add" if before is None else "update"
         changes = await ctx.harness.apply([FileOp(kind, path, before, after)], ctx)
         lines = len(split_lines(args.content))
         verb = "Created" if before is None else "Replaced"
-        return ToolResult(text=f"{verb} {shown} ({lines} lines).", view="file_change",
+        return ToolResult(text=f"{verb} {shown} ({lines} lines).",
                           fields={"changes": changes})
 
 
@@ -190,6 +195,7 @@ class DeleteFile(Tool):
     name = "delete_file"
     description = "Delete a file (undoable)."
     Args = DeleteFileArgs
+    view = "file_change"
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
@@ -200,7 +206,7 @@ class DeleteFile(Tool):
         shown = workspace.relative(path)
         before = existing_file(path, shown)
         changes = await ctx.harness.apply([FileOp("delete", path, before, None)], ctx)
-        return ToolResult(text=f"Deleted {shown}.", view="file_change",
+        return ToolResult(text=f"Deleted {shown}.",
                           fields={"changes": changes})
 
 
@@ -219,6 +225,7 @@ class MoveFile(Tool):
     name = "move_file"
     description = "Move or rename a file within the workspace."
     Args = MoveFileArgs
+    view = "file_change"
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
@@ -234,5 +241,5 @@ class MoveFile(Tool):
                            hint="Pick another name, or delete the target first.")
         changes = await ctx.harness.apply(
             [FileOp("move", source, data, data, move_to=target)], ctx)
-        return ToolResult(text=f"Moved {shown} to {shown_target}.", view="file_change",
+        return ToolResult(text=f"Moved {shown} to {shown_target}.",
                           fields={"changes": changes})

@@ -56,6 +56,8 @@ class CallOutcome:
     """What the model reads: the result, or the error and how to recover."""
 
     view: View = "tool_call"
+    """The protocol item view of the tool (`tool_call` for an unknown tool)."""
+
     fields: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     error: ErrorInfo | None = None
@@ -85,6 +87,11 @@ class PreparedCall:
     args: ToolArgs
     action_class: ActionClass
     summary: str
+    commands: list[list[str]]
+    """The argv of every program the call would run (for command approval rules)."""
+
+    def view_fields(self) -> dict[str, Any]:
+        return self.tool.view_fields(self.args)
 
 
 @dataclass
@@ -105,7 +112,6 @@ class ToolHarness:
         thread_id: str = "default",
         redactor: Redactor | None = None,
         models_dir: Path | None = None,
-        on_output: OnOutput | None = None,
     ) -> None:
         self.workspace = workspace
         self.settings = settings
@@ -113,7 +119,6 @@ class ToolHarness:
         self.thread_id = thread_id
         self.models_dir = models_dir
         self.redactor = redactor or Redactor()
-        self.on_output = on_output
         self.todos: list[TodoEntry] = []
         self._tools = {tool.name: tool for tool in (tools or default_tools())}
         self.indexes = CodeIndexes(workspace.root, data_dir, models_dir, self.list_files)
@@ -136,7 +141,8 @@ class ToolHarness:
             raise NotFound(f"no tool named {name!r}",
                            hint=f"Available tools: {', '.join(self._tools)}.")
         args = _parse_arguments(tool, arguments)
-        return PreparedCall(tool, args, tool.action_class(args), tool.summary(args))
+        return PreparedCall(tool, args, tool.action_class(args), tool.summary(args),
+                            tool.commands(args))
 
     async def call(
         self,
@@ -145,46 +151,56 @@ class ToolHarness:
         *,
         call_id: str | None = None,
         turn_id: str | None = None,
+        on_output: OnOutput | None = None,
     ) -> CallOutcome:
         call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
         try:
             prepared = self.prepare(name, arguments)
         except ToolError as error:
-            return self._failure(call_id, name, error, None, 0)
-        return await self.run(prepared, call_id=call_id, turn_id=turn_id)
+            return self.failure(call_id, name, error)
+        return await self.run(prepared, call_id=call_id, turn_id=turn_id, on_output=on_output)
 
     async def run(
-        self, prepared: PreparedCall, *, call_id: str, turn_id: str | None = None
+        self,
+        prepared: PreparedCall,
+        *,
+        call_id: str,
+        turn_id: str | None = None,
+        on_output: OnOutput | None = None,
     ) -> CallOutcome:
-        name = prepared.tool.name
+        """Run a prepared call. `on_output(stream, text)` receives a command's output live."""
+        tool = prepared.tool
         started = time.perf_counter()
-        context = ToolContext(harness=self, call_id=call_id, turn_id=turn_id)
+        context = ToolContext(harness=self, call_id=call_id, turn_id=turn_id, on_output=on_output)
         try:
-            result = await prepared.tool.run(prepared.args, context)
+            result = await tool.run(prepared.args, context)
         except ToolError as error:
-            return self._failure(call_id, name, error, prepared.action_class, _ms(started))
+            return self.failure(call_id, tool.name, error, prepared, _ms(started))
         except Exception as exc:  # a bug in a tool must not crash the turn
-            log.exception("tool %s failed", name, extra={"call_id": call_id})
-            error = UnexpectedEnvironment(f"the {name} tool failed unexpectedly: {exc}")
-            return self._failure(call_id, name, error, prepared.action_class, _ms(started))
+            log.exception("tool %s failed", tool.name, extra={"call_id": call_id})
+            error = UnexpectedEnvironment(f"the {tool.name} tool failed unexpectedly: {exc}")
+            return self.failure(call_id, tool.name, error, prepared, _ms(started))
         return CallOutcome(
             call_id=call_id,
-            tool=name,
+            tool=tool.name,
             ok=True,
             text=self._for_model(result.text),
-            view=result.view,
+            view=tool.view,
             fields=result.fields,
             data=result.data,
             action_class=prepared.action_class,
             duration_ms=_ms(started),
         )
 
-    def _failure(self, call_id: str, name: str, error: ToolError,
-                 action_class: ActionClass | None, duration_ms: int) -> CallOutcome:
+    def failure(self, call_id: str, name: str, error: ToolError,
+                prepared: PreparedCall | None = None, duration_ms: int = 0) -> CallOutcome:
+        """The outcome of a call that failed (or was refused) with `error`."""
         info = error.info()
         info.message = self._for_model(info.message)
         return CallOutcome(call_id=call_id, tool=name, ok=False, text=info.message, error=info,
-                           action_class=action_class, duration_ms=duration_ms)
+                           view=prepared.tool.view if prepared else "tool_call",
+                           action_class=prepared.action_class if prepared else None,
+                           duration_ms=duration_ms)
 
     def _for_model(self, text: str) -> str:
         return cap_text(self.redactor.redact(text), self.settings.output_cap)
@@ -237,7 +253,7 @@ class ToolHarness:
         for secret in [*secrets, *dotenv_secret_values(self.workspace.root)]:
             self.redactor.add(secret)
         return JobManager(self.sandbox, self.workspace.root, env, self.redactor,
-                          output_cap=self.settings.output_cap, on_output=self.on_output)
+                          output_cap=self.settings.output_cap)
 
     # ------------------------------------------------------------------ code indexes
 

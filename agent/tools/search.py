@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -102,6 +103,10 @@ class Grep(Tool):
         "path:line:text lines, with totals when results are capped."
     )
     Args = GrepArgs
+    view = "search"
+
+    def view_fields(self, args: GrepArgs) -> dict[str, Any]:
+        return {"query": args.pattern, "method": "grep"}
 
     async def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         # Two passes keep ripgrep parallel yet the answer deterministic: count matches per
@@ -117,7 +122,7 @@ class Grep(Tool):
                   "file_count": total_files, "truncated": total_matches > args.max_results}
         if not counts:
             where = _place(workspace.relative(target))
-            return ToolResult(text=f"No matches for {args.pattern!r} in {where}.", view="search",
+            return ToolResult(text=f"No matches for {args.pattern!r} in {where}.",
                               fields=fields)
         chosen, covered = [], 0
         for path in sorted(counts):
@@ -133,7 +138,7 @@ class Grep(Tool):
             text += (f"\n[... {total_matches - shown:,} more matching lines"
                      + (f" in {more_files:,} more files" if more_files > 0 else "")
                      + "; narrow the search with path or glob]")
-        return ToolResult(text=text, view="search", fields=fields)
+        return ToolResult(text=text, fields=fields)
 
     @staticmethod
     def _matcher(args: GrepArgs) -> list[str]:
@@ -214,6 +219,10 @@ class Glob(Tool):
         "path. Use pattern \"*\" to list every file under path."
     )
     Args = GlobArgs
+    view = "search"
+
+    def view_fields(self, args: GlobArgs) -> dict[str, Any]:
+        return {"query": args.pattern, "method": "glob"}
 
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
@@ -230,14 +239,14 @@ class Glob(Tool):
                   "file_count": len(paths), "truncated": len(paths) > MAX_GLOB_RESULTS}
         if not paths:
             where = _place(workspace.relative(folder))
-            return ToolResult(text=f"No files match {args.pattern!r} in {where}.", view="search",
+            return ToolResult(text=f"No files match {args.pattern!r} in {where}.",
                               fields=fields)
         shown = [f"{workspace.relative(p)} ({_size(p)})" for p in paths[:MAX_GLOB_RESULTS]]
         text = "\n".join(shown)
         if len(paths) > MAX_GLOB_RESULTS:
             text += (f"\n[... {len(paths) - MAX_GLOB_RESULTS:,} more files; use a narrower "
                      "pattern or path]")
-        return ToolResult(text=text, view="search", fields=fields)
+        return ToolResult(text=text, fields=fields)
 
 
 def _size(path: Path) -> str:

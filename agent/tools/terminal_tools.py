@@ -7,6 +7,8 @@ result states the exit code or that the command is still running, so a silent co
 never mistaken for a failure.
 """
 
+from typing import Any
+
 from pydantic import Field
 
 from opencomposer.agent.protocol.common import ActionClass
@@ -28,13 +30,12 @@ def describe(result: CommandResult, command: str | None = None,
     else:
         status = f"[exit code {result.exit_code}]"
     fields = {"exit_code": result.exit_code, "timed_out": result.timed_out,
-              "background_id": result.job_id if result.running else None,
-              "output": result.output}
+              "background_id": result.job_id if result.running else None}
     if command is not None:
         fields.update(command=command, cwd=".", sandbox=sandbox)
     data = {"output_bytes": result.output_bytes, "truncated": result.truncated,
             "running": result.running, "job_id": result.job_id}
-    return ToolResult(text=f"{result.output}\n{status}", view="command_execution",
+    return ToolResult(text=f"{result.output}\n{status}",
                       fields=fields, data=data)
 
 
@@ -59,6 +60,13 @@ class RunTerminal(Tool):
         "as a job you can read, feed or kill."
     )
     Args = RunTerminalArgs
+    view = "command_execution"
+
+    def view_fields(self, args: RunTerminalArgs) -> dict[str, Any]:
+        return {"command": args.command}
+
+    def commands(self, args: RunTerminalArgs) -> list[list[str]]:
+        return classify_command(args.command).argvs
 
     def action_class(self, args: RunTerminalArgs) -> ActionClass:
         return classify_command(args.command).action_class
@@ -74,6 +82,7 @@ class RunTerminal(Tool):
             timeout=args.timeout or harness.settings.command_timeout,
             background=args.background,
             network=harness.settings.allow_network,
+            on_output=ctx.on_output,
         )
         return describe(result, args.command, harness.sandbox.name)
 

@@ -26,6 +26,7 @@ class TodoWrite(Tool):
         "most one task in_progress."
     )
     Args = TodoWriteArgs
+    view = "todo_list"
 
     async def run(self, args: TodoWriteArgs, ctx: ToolContext) -> ToolResult:
         active = [t for t in args.todos if t.status == TodoStatus.in_progress]
@@ -36,4 +37,4 @@ class TodoWrite(Tool):
         done = sum(t.status == TodoStatus.completed for t in args.todos)
         lines = [f"{_MARK[t.status]} {t.content}" for t in args.todos]
         text = "\n".join([f"Task list updated ({done}/{len(args.todos)} done):", *lines])
-        return ToolResult(text=text, view="todo_list", fields={"todos": ctx.harness.todos})
+        return ToolResult(text=text, fields={"todos": ctx.harness.todos})

@@ -14,6 +14,7 @@ This is for approval prompts, not a security boundary: the sandbox is.
 """
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -52,6 +53,9 @@ class Classification:
     commands: list[str]
     """The simple commands found, by name, in order; wrappers (`sudo`, `bash`) come before
     the commands they run."""
+
+    argvs: list[list[str]]
+    """The argv of each entry of `commands` (a wrapper's argv includes what it runs)."""
 
 
 # ---------------------------------------------------------------------------- arguments
@@ -327,6 +331,7 @@ class _Finding:
 class _Classifier:
     findings: list[_Finding] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    argvs: list[list[str]] = field(default_factory=list)
     depth: int = 0
 
     def add(self, action_class: ActionClass, reason: str) -> None:
@@ -397,6 +402,7 @@ class _Classifier:
             name = PurePosixPath(argv[0]).name
             args = argv[1:]
             self.commands.append(name)
+            self.argvs.append(argv)
             if _is_computed(argv[0]):
                 # Unknown (a write), not dangerous: `$EDITOR x`, `$PYTHON -m pytest` and `"$@"`
                 # are routine, and warning of them as of `rm -rf /` would teach users to
@@ -468,8 +474,10 @@ class _Classifier:
                 return
 
 
+@functools.lru_cache(maxsize=256)
 def classify_command(command: str) -> Classification:
-    """The risk class of a shell command line, with reasons and the commands it runs."""
+    """The risk class of a shell command line, with reasons and the commands it runs.
+    Cached: a call is classified for approval and again for command rules."""
     classifier = _Classifier()
     try:
         classifier.script(command)
@@ -478,4 +486,4 @@ def classify_command(command: str) -> Classification:
     findings = sorted(classifier.findings, key=lambda f: -SEVERITY[f.action_class])
     reasons = list(dict.fromkeys(f.reason for f in findings))
     action_class = findings[0].action_class if findings else READ
-    return Classification(action_class, reasons, classifier.commands)
+    return Classification(action_class, reasons, classifier.commands, classifier.argvs)

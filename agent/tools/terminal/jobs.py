@@ -56,8 +56,8 @@ STREAM_FLUSH = 0.1
 MAX_PENDING = 4096
 _CHUNK = 64 * 1024
 
-OnOutput = Callable[[str, str, str], None]
-"""on_output(job_id, stream, text): `stream` is "stdout" or "stderr"; text is redacted."""
+OnOutput = Callable[[str, str], None]
+"""on_output(stream, text): `stream` is "stdout" or "stderr"; text is redacted."""
 
 
 @dataclass
@@ -146,6 +146,9 @@ class _Job:
     window: _Window
     has_stdin: bool
     started: float
+    on_output: OnOutput | None = None
+    """Where the output streams live: the call that started the job."""
+
     supervisor: "asyncio.Task[None]" = field(init=False)
     ended: float | None = None
     note: str = ""
@@ -185,7 +188,6 @@ class JobManager:
         *,
         output_cap: int = 30_000,
         max_lifetime: float = 3600,
-        on_output: OnOutput | None = None,
     ) -> None:
         self._sandbox = sandbox
         self._root = workspace_root.resolve()
@@ -193,7 +195,6 @@ class JobManager:
         self._redactor = redactor
         self._output_cap = output_cap
         self._max_lifetime = max_lifetime
-        self._on_output = on_output
         self._jobs: dict[str, _Job] = {}
         self._collected: set[str] = set()
         self._ids = itertools.count(1)
@@ -209,16 +210,19 @@ class JobManager:
         timeout: float = 30.0,
         background: bool = False,
         network: bool = False,
+        on_output: OnOutput | None = None,
     ) -> CommandResult:
         """Run `command`. In the foreground, wait up to `timeout` seconds; in the background
         (stdin open for write_input), up to BACKGROUND_SETTLE. Either way a command that has
         not finished keeps running and comes back with its job id. If the caller is
-        cancelled, the command's process tree is killed before the cancellation goes on."""
+        cancelled, the command's process tree is killed before the cancellation goes on.
+        `on_output` receives the output live, in whole lines."""
         if timeout <= 0:
             raise InvalidArguments(f"timeout must be positive, got {timeout}")
         if self._closed:
             raise UnexpectedEnvironment("the terminal has been closed")
-        job = await self._start(command, self._check_cwd(cwd), stdin=background, network=network)
+        job = await self._start(command, self._check_cwd(cwd), stdin=background, network=network,
+                                on_output=on_output)
         wait = min(timeout, BACKGROUND_SETTLE) if background else timeout
         try:
             await asyncio.wait([job.supervisor], timeout=wait)
@@ -293,7 +297,8 @@ class JobManager:
         running = ", ".join(self._jobs) or "none"
         raise NotFound(f"no job {job_id!r}", hint=f"Jobs still running: {running}.")
 
-    async def _start(self, command: str, cwd: Path, *, stdin: bool, network: bool) -> _Job:
+    async def _start(self, command: str, cwd: Path, *, stdin: bool, network: bool,
+                     on_output: OnOutput | None) -> _Job:
         try:
             process = await self._sandbox.spawn(
                 command, cwd=cwd, env=self._env, network=network, stdin=stdin
@@ -303,7 +308,8 @@ class JobManager:
                 f"could not start the command in the {self._sandbox.name} sandbox: {exc}"
             ) from exc
         loop = asyncio.get_running_loop()
-        job = _Job(f"job-{next(self._ids)}", process, _Window(self._output_cap), stdin, loop.time())
+        job = _Job(f"job-{next(self._ids)}", process, _Window(self._output_cap), stdin, loop.time(),
+                   on_output)
         self._jobs[job.id] = job
         job.supervisor = asyncio.create_task(self._supervise(job), name=f"terminal {job.id}")
         return job
@@ -338,24 +344,24 @@ class JobManager:
                 read = reader.read(_CHUNK)
                 chunk = await (asyncio.wait_for(read, STREAM_FLUSH) if pending else read)
             except TimeoutError:
-                pending = self._stream(job.id, stream, pending, flush=True)
+                pending = self._stream(job, stream, pending, flush=True)
                 continue
             text = decoder.decode(chunk, final=not chunk)
             job.window.add(text, len(chunk))
-            if self._on_output is not None:
-                pending = self._stream(job.id, stream, pending + text, flush=not chunk)
+            if job.on_output is not None:
+                pending = self._stream(job, stream, pending + text, flush=not chunk)
             if not chunk:
                 return
 
-    def _stream(self, job_id: str, stream: str, text: str, *, flush: bool) -> str:
+    def _stream(self, job: _Job, stream: str, text: str, *, flush: bool) -> str:
         """Send complete lines (all of `text` when flushing) to on_output; return the rest.
         Whole lines are redacted together, so a secret split across reads is still masked."""
         cut = len(text) if flush or len(text) > MAX_PENDING else text.rfind("\n") + 1
-        if cut and self._on_output is not None:
+        if cut and job.on_output is not None:
             try:
-                self._on_output(job_id, stream, self._redactor.redact(text[:cut]))
+                job.on_output(stream, self._redactor.redact(text[:cut]))
             except Exception:  # a broken listener must not stop the pipe from draining
-                log.exception("on_output failed for %s", job_id)
+                log.exception("on_output failed for %s", job.id)
         return text[cut:]
 
     async def _terminate(self, process: asyncio.subprocess.Process) -> None:

@@ -89,7 +89,7 @@ ONE_OF_EACH_EVENT = [
     events.ItemDeltaEvent(seq=5, thread_id="thr_1", at=T0, turn_id="turn_1", item_id="i5",
                           delta=items.OutputDelta(stream="stderr", text="E   assert 1 == 2\n")),
     events.ItemDeltaEvent(seq=6, thread_id="thr_1", at=T0, turn_id="turn_1", item_id="i4",
-                          delta=items.ArgumentsDelta(text='{"pa')),
+                          delta=items.TextDelta(text="Let me look")),
     events.ItemCompletedEvent(seq=7, thread_id="thr_1", at=T1, item=ONE_OF_EACH_ITEM[4]),
     events.TurnCompletedEvent(seq=8, thread_id="thr_1", at=T1, turn=TURN),
 ]

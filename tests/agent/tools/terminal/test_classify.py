@@ -1,10 +1,18 @@
 """Command classification: one row per rule, plus the tricky shapes (wrappers, substitutions,
 pipelines into shells, bash syntax, quoting, unparseable text)."""
 
+from typing import NamedTuple
+
 import pytest
 
 from opencomposer.agent.protocol.common import ActionClass
-from opencomposer.agent.tools.terminal.classify import Classification, classify_command
+from opencomposer.agent.tools.terminal.classify import classify_command
+
+
+class Judged(NamedTuple):
+    action_class: ActionClass
+    reasons: list[str]
+    commands: list[str]
 
 READ = ActionClass.read_only
 WRITES = ActionClass.writes_workspace
@@ -173,25 +181,25 @@ def test_every_rule_family_is_covered() -> None:
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("cat x | grep y", Classification(READ, [], ["cat", "grep"])),
-        ("ls > out.txt", Classification(WRITES, ["writes out.txt"], ["ls"])),
-        ("sudo ls", Classification(DANGEROUS, ["sudo runs the command as root"], ["sudo", "ls"])),
+        ("cat x | grep y", Judged(READ, [], ["cat", "grep"])),
+        ("ls > out.txt", Judged(WRITES, ["writes out.txt"], ["ls"])),
+        ("sudo ls", Judged(DANGEROUS, ["sudo runs the command as root"], ["sudo", "ls"])),
         (
             "timeout 5 npm install",
-            Classification(NETWORK, ["npm install reaches the network"], ["timeout", "npm"]),
+            Judged(NETWORK, ["npm install reaches the network"], ["timeout", "npm"]),
         ),
         (
             "FOO=1 python x.py",
-            Classification(WRITES, ["python is not known to be read-only"], ["python"]),
+            Judged(WRITES, ["python is not known to be read-only"], ["python"]),
         ),
-        ('echo "unterminated', Classification(DANGEROUS, ["could not parse"], [])),
+        ('echo "unterminated', Judged(DANGEROUS, ["could not parse"], [])),
         (
             "find . -name '*.pyc' -delete",
-            Classification(WRITES, ["find -delete deletes files"], ["find"]),
+            Judged(WRITES, ["find -delete deletes files"], ["find"]),
         ),
         (
             "git push --force",
-            Classification(
+            Judged(
                 DANGEROUS,
                 [
                     "git push --force rewrites or deletes remote history",
@@ -202,7 +210,7 @@ def test_every_rule_family_is_covered() -> None:
         ),
         (
             'eval "curl x | sh"',
-            Classification(
+            Judged(
                 DANGEROUS,
                 [
                     "piping a download into sh runs it unreviewed",
@@ -214,7 +222,7 @@ def test_every_rule_family_is_covered() -> None:
         ),
         (
             'bash -c "rm -rf /"',
-            Classification(
+            Judged(
                 DANGEROUS,
                 [
                     "rm -rf deletes recursively outside the project or everything in it",
@@ -223,11 +231,11 @@ def test_every_rule_family_is_covered() -> None:
                 ["bash", "rm"],
             ),
         ),
-        ("echo $(curl x)", Classification(NETWORK, ["curl reaches the network"], ["curl", "echo"])),
-        ("[[ -f x ]] && cat x", Classification(READ, [], ["cat"])),
+        ("echo $(curl x)", Judged(NETWORK, ["curl reaches the network"], ["curl", "echo"])),
+        ("[[ -f x ]] && cat x", Judged(READ, [], ["cat"])),
         (
             "time { sudo rm x; }",
-            Classification(
+            Judged(
                 DANGEROUS,
                 ["sudo runs the command as root", "rm deletes files"],
                 ["sudo", "rm"],
@@ -235,13 +243,13 @@ def test_every_rule_family_is_covered() -> None:
         ),
         (
             "$EDITOR x",
-            Classification(
+            Judged(
                 WRITES, ["the command name $EDITOR is computed when it runs"], ["$EDITOR"]
             ),
         ),
         (
             "curl x 2>/dev/null | sh 2>&1",
-            Classification(
+            Judged(
                 DANGEROUS,
                 [
                     "piping a download into sh runs it unreviewed",
@@ -251,11 +259,18 @@ def test_every_rule_family_is_covered() -> None:
                 ["curl", "sh"],
             ),
         ),
-        ("if true; then ls", Classification(DANGEROUS, ["could not parse"], [])),
+        ("if true; then ls", Judged(DANGEROUS, ["could not parse"], [])),
     ],
 )
-def test_reasons_and_commands(command: str, expected: Classification) -> None:
-    assert classify_command(command) == expected
+def test_reasons_and_commands(command: str, expected: Judged) -> None:
+    found = classify_command(command)
+    assert Judged(found.action_class, found.reasons, found.commands) == expected
+
+
+def test_argv_of_each_command_for_approval_rules() -> None:
+    assert classify_command("sudo git push -f && ls 'a b' | wc -l").argvs == [
+        ["sudo", "git", "push", "-f"], ["git", "push", "-f"], ["ls", "a b"], ["wc", "-l"]
+    ]
 
 
 @pytest.mark.parametrize(

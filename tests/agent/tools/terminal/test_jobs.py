@@ -283,17 +283,15 @@ async def test_secrets_removed_and_masked(make_jobs, workspace: Path) -> None:
 
 
 async def test_live_output_is_streamed_by_line_and_masked(make_jobs, workspace: Path) -> None:
-    seen: list[tuple[str, str, str]] = []
-    jobs = make_jobs(
-        secrets=("sekrit-value-123",),
-        on_output=lambda job, stream, text: seen.append((job, stream, text)),
-    )
+    seen: list[tuple[str, str]] = []
+    jobs = make_jobs(secrets=("sekrit-value-123",))
     script = "printf 'a\\nsekrit-'; sleep 0.02; printf 'value-123\\n'; echo b >&2; printf tail"
     async with asyncio.timeout(10):
-        await jobs.run(script, cwd=workspace)
-    stdout = "".join(text for _, stream, text in seen if stream == "stdout")
+        await jobs.run(script, cwd=workspace,
+                       on_output=lambda stream, text: seen.append((stream, text)))
+    stdout = "".join(text for stream, text in seen if stream == "stdout")
     assert stdout == "a\n[REDACTED]\ntail"
-    assert [entry for entry in seen if entry[1] == "stderr"] == [("job-1", "stderr", "b\n")]
+    assert [entry for entry in seen if entry[0] == "stderr"] == [("stderr", "b\n")]
 
 
 async def test_pagers_and_prompts_are_disabled(make_jobs, workspace: Path) -> None:

@@ -1,0 +1,66 @@
+"""Approval policy: decides, per tool call, whether it runs, is asked about, or is refused.
+
+Enforced by the runtime on the harness's own classification of the call, never by the
+prompt. Precedence: a rule for the tool; then, for commands, rules matching their leading
+words (a matching deny refuses the whole command line; otherwise rules decide only when they
+cover every command in it); then the mode of the call's risk class. A call approved "for the
+thread" makes later calls of that tool and class run without asking, but never overrides a
+deny.
+"""
+
+from dataclasses import dataclass, field
+
+from opencomposer.agent.protocol.common import ActionClass, ApprovalMode, ApprovalPolicy
+from opencomposer.agent.tools.harness import PreparedCall
+
+_STRICTNESS = {ApprovalMode.auto: 0, ApprovalMode.ask: 1, ApprovalMode.deny: 2}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    mode: ApprovalMode
+    reason: str
+    """The rule that decided, for the approval prompt and the trace."""
+
+
+@dataclass
+class ApprovalGate:
+    policy: ApprovalPolicy
+    grants: set[tuple[str, ActionClass]] = field(default_factory=set)
+    """(tool, class) pairs approved for the rest of the thread."""
+
+    def verdict(self, call: PreparedCall) -> Verdict:
+        verdict = self._policy_verdict(call)
+        if verdict.mode == ApprovalMode.ask and (call.tool.name, call.action_class) in self.grants:
+            return Verdict(ApprovalMode.auto, "approved earlier for this thread")
+        return verdict
+
+    def grant(self, call: PreparedCall) -> None:
+        self.grants.add((call.tool.name, call.action_class))
+
+    def _policy_verdict(self, call: PreparedCall) -> Verdict:
+        name, action_class = call.tool.name, call.action_class
+        if name in self.policy.tools:
+            return Verdict(self.policy.tools[name], f"the rule for tool {name}")
+        class_verdict = Verdict(ApprovalMode(getattr(self.policy, action_class.value)),
+                                f"the rule for {action_class.value.replace('_', ' ')} calls")
+        if not call.commands or not self.policy.commands:
+            return class_verdict
+        matched = [self._command_rule(argv) for argv in call.commands]
+        denied = [rule for rule in matched if rule and self.policy.commands[rule] == "deny"]
+        if denied:
+            return Verdict(ApprovalMode.deny, f"the command rule {denied[0]!r}")
+        found = [rule for rule in matched if rule]
+        if not found:
+            return class_verdict
+        strictest = max(found, key=lambda rule: _STRICTNESS[self.policy.commands[rule]])
+        rule_verdict = Verdict(self.policy.commands[strictest], f"the command rule {strictest!r}")
+        if len(found) == len(matched):
+            return rule_verdict
+        return max(rule_verdict, class_verdict, key=lambda v: _STRICTNESS[v.mode])
+
+    def _command_rule(self, argv: list[str]) -> str | None:
+        """The longest rule whose words start this argv."""
+        matching = [rule for rule in self.policy.commands
+                    if rule.split() and argv[:len(rule.split())] == rule.split()]
+        return max(matching, key=lambda rule: len(rule.split()), default=None)

@@ -1,0 +1,434 @@
+"""A live thread: its item log, event log, tool harness and approval state, and the turn
+running in it (at most one).
+
+Everything a turn does to the log goes through here, so each change is one event, stored
+before anyone sees it. Transports (HTTP, LSP, the CLI, RL rollouts) drive a session with the
+same few calls: `start_turn`, `interrupt`, `steer`, `respond_approval`, `subscribe`.
+"""
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from opencomposer.agent.approvals import ApprovalGate
+from opencomposer.agent.context import current_todos
+from opencomposer.agent.eventlog import Subscription, ThreadLog
+from opencomposer.agent.facts import turn_context
+from opencomposer.agent.protocol.common import ErrorInfo
+from opencomposer.agent.protocol.events import (
+    ItemCompletedEvent,
+    ItemDeltaEvent,
+    ItemStartedEvent,
+    TurnCompletedEvent,
+    TurnStartedEvent,
+)
+from opencomposer.agent.protocol.items import (
+    ApprovalDecision,
+    ApprovalRequestItem,
+    ErrorItem,
+    Item,
+    ItemDelta,
+    ItemStatus,
+    ToolCallFields,
+    UserInput,
+    UserMessageItem,
+)
+from opencomposer.agent.protocol.methods import ApprovalRequestResponse
+from opencomposer.agent.protocol.threads import Thread, Turn
+from opencomposer.agent.summarizer import summary_trigger
+from opencomposer.agent.tokens import ContextMeter
+from opencomposer.agent.tools.checkpoints import UndoScope
+from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
+from opencomposer.agent.traces.store import ModelCallRecord, Outcome, TraceStore
+from opencomposer.config import Settings
+from opencomposer.serving.engines.base import Capture, Engine, GenerationRequest, GenerationResult
+from opencomposer.serving.engines.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+# Assumed when neither the config nor the engine says how long the context may be.
+DEFAULT_CONTEXT_WINDOW = 32_768
+_CAPTURE_ALL = Capture(token_ids=True, logprobs=True, routed_experts=True, spec_stats=True)
+
+
+class SessionError(Exception):
+    """A request the session cannot honour in its current state (a turn already running, no
+    such turn or approval). `kind` is what transports report."""
+
+    kind = "conflict"
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if kind:
+            self.kind = kind
+
+
+@dataclass
+class _Running:
+    turn: Turn
+    task: "asyncio.Task[Turn]"
+    runner: Any
+    steer: list[UserMessageItem] = field(default_factory=list)
+
+
+class ThreadSession:
+    def __init__(self, thread: Thread, *, settings: Settings, engine: Engine, store: TraceStore,
+                 harness: ToolHarness, system_prompt: str, items: Sequence[Item] = ()) -> None:
+        self.thread = thread
+        self.settings = settings
+        self.engine = engine
+        self.store = store
+        self.harness = harness
+        self.system_prompt = system_prompt
+        self.items: list[Item] = list(items)
+        self._index = {item.id: n for n, item in enumerate(self.items)}
+        self._ids = itertools.count(len(self.items) + 1)
+        self.log = ThreadLog(store, thread.id)
+        self.log.on_unsubscribe = self._approvers_changed
+        self.gate = ApprovalGate(thread.approval_policy, grants=_grants(self.items))
+        self.meter = ContextMeter()
+        self.tool_specs = harness.specs()
+        self.capture = _CAPTURE_ALL if settings.agent.capture else Capture()
+        self.context_window = settings.agent.context_window or 0
+        self.summary_trigger = 0
+        self._open: dict[str, Item] = {}
+        self._partial: dict[str, list[str]] = {}
+        self._approvals: dict[str, asyncio.Future[ApprovalRequestResponse]] = {}
+        self._running: _Running | None = None
+        harness.todos = current_todos(self.items)
+
+    # ------------------------------------------------------------------ turns
+
+    @property
+    def running(self) -> Turn | None:
+        return self._running.turn if self._running else None
+
+    async def start_turn(self, content: list[UserInput]) -> Turn:
+        """Start a turn for this request; its progress arrives as events."""
+        from opencomposer.agent.turn import TurnRunner  # the runner drives the session
+
+        if self._running is not None:
+            raise SessionError(f"turn {self._running.turn.id} is still running; interrupt it "
+                               "or add input to it with steer")
+        self._record_followup()
+        turn = Turn(id=f"turn_{uuid.uuid4().hex[:12]}", thread_id=self.thread.id)
+        context = await turn_context(self.harness, self.items)
+        self.log.emit(TurnStartedEvent, turn=turn)
+        if self.thread.title is None:
+            self._retitle(content)
+        self.add_item(UserMessageItem(id=self.new_item_id(), turn_id=turn.id, content=content,
+                                      context=context), complete=True)
+        runner = TurnRunner(self, turn)
+        task = asyncio.create_task(self._run(runner), name=f"turn {turn.id}")
+        self._running = _Running(turn, task, runner)
+        return turn
+
+    async def run_turn(self, content: list[UserInput]) -> Turn:
+        """Start a turn and wait for it to end."""
+        turn = await self.start_turn(content)
+        return await self.wait(turn.id)
+
+    async def _run(self, runner: Any) -> Turn:
+        loop = asyncio.get_running_loop()
+        limit = self.settings.agent.max_wall_time
+        timer = loop.call_later(limit, self._expire, runner) if limit else None
+        try:
+            return await runner.run()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _expire(self, runner: Any) -> None:
+        from opencomposer.agent.protocol.threads import StopReason
+
+        if self._running is not None and self._running.runner is runner:
+            runner.cancel_reason = StopReason.max_wall_time
+            self._running.task.cancel()
+
+    async def wait(self, turn_id: str) -> Turn:
+        running = self._running
+        if running is not None and running.turn.id == turn_id:
+            return await asyncio.shield(running.task)
+        turn = self.store.turn(turn_id)
+        if turn is None or turn.thread_id != self.thread.id:
+            raise SessionError(f"no turn {turn_id} in this thread", kind="not_found")
+        return turn
+
+    async def interrupt(self, turn_id: str | None = None) -> Turn:
+        """Stop the running turn: the model stream is closed, a running command is killed, and
+        open items end as interrupted. A turn that already ended is returned as it ended."""
+        running = self._running
+        if running is None or (turn_id is not None and running.turn.id != turn_id):
+            if turn_id is None:
+                raise SessionError("no turn is running", kind="not_found")
+            return await self.wait(turn_id)
+        running.task.cancel()
+        return await asyncio.shield(running.task)
+
+    def steer(self, turn_id: str, content: list[UserInput]) -> str:
+        """Add input to the running turn; the model sees it at its next step. Returns the id
+        of the user_message item that will carry it."""
+        running = self._running
+        if running is None or running.turn.id != turn_id:
+            raise SessionError(f"turn {turn_id} is not running", kind="not_found")
+        item = UserMessageItem(id=self.new_item_id(), turn_id=turn_id, content=content,
+                               steer=True)
+        running.steer.append(item)
+        return item.id
+
+    def take_steer(self, turn_id: str) -> None:
+        """Log the input added since the last step (called between steps, so the log order
+        is the order the model sees)."""
+        if self._running is not None and self._running.turn.id == turn_id:
+            for item in self._running.steer:
+                self.add_item(item, complete=True)
+            self._running.steer.clear()
+
+    def has_steer(self, turn_id: str) -> bool:
+        return bool(self._running and self._running.turn.id == turn_id and self._running.steer)
+
+    def finish_turn(self, turn: Turn) -> None:
+        self.log.emit(TurnCompletedEvent, turn=turn)
+        self.thread = self.thread.model_copy(update={"updated_at": datetime.now(UTC)})
+        self.store.update_thread(self.thread)
+        self._running = None
+
+    # ------------------------------------------------------------------ items
+
+    def new_item_id(self) -> str:
+        return f"item_{next(self._ids)}"
+
+    def item(self, item_id: str) -> Item:
+        return self.items[self._index[item_id]]
+
+    def add_item(self, item: Item, *, complete: bool = False) -> Item:
+        """Log a new item (started; and completed at once when `complete`)."""
+        self._index[item.id] = len(self.items)
+        self.items.append(item)
+        self._open[item.id] = item
+        self.log.emit(ItemStartedEvent, item=item)
+        if complete:
+            return self.complete_item(item)
+        return item
+
+    def delta(self, item: Item, delta: ItemDelta) -> None:
+        """Stream more of an open item. What was streamed is kept until the item completes,
+        so an item cut short (interrupt, engine failure) keeps it."""
+        if item.id in self._open:
+            self._partial.setdefault(item.id, []).append(delta.text)
+            self.log.emit(ItemDeltaEvent, turn_id=item.turn_id, item_id=item.id, delta=delta)
+
+    def complete_item(self, item: Item, status: ItemStatus = ItemStatus.completed,
+                      **changes: Any) -> Item:
+        current = self.items[self._index[item.id]]
+        data = {**current.model_dump(), **changes, "status": changes.get("status", status),
+                "completed_at": datetime.now(UTC)}
+        final = type(current).model_validate(data)
+        self.items[self._index[item.id]] = final
+        self._open.pop(item.id, None)
+        self._partial.pop(item.id, None)
+        self.log.emit(ItemCompletedEvent, item=final)
+        return final
+
+    def note_error(self, turn_id: str, error: ErrorInfo) -> None:
+        self.add_item(ErrorItem(id=self.new_item_id(), turn_id=turn_id, error=error),
+                      complete=True)
+
+    def close_open_items(self, status: ItemStatus, note: str = "",
+                         only: Sequence[str] | None = None) -> None:
+        """End items still in progress (all, or those in `only`) after an interruption, a
+        failure or a stop, keeping what they had streamed."""
+        for item_id in list(self._open if only is None else only):
+            if item_id not in self._open:
+                continue
+            item = self.item(item_id)
+            partial = "".join(self._partial.get(item_id, []))
+            changes: dict[str, Any] = {}
+            if isinstance(item, ToolCallFields):
+                changes["output"] = (partial + note) if partial else (
+                    "The call did not finish: the turn stopped first." + note)
+            elif hasattr(item, "text"):
+                changes["text"] = partial
+            if isinstance(item, ApprovalRequestItem):
+                future = self._approvals.pop(item_id, None)
+                if future is not None and not future.done():
+                    future.cancel()
+            self.complete_item(item, status, **changes)
+
+    # ------------------------------------------------------------------ approvals
+
+    async def ask_approval(self, target: ToolCallFields, call: PreparedCall, reason: str
+                           ) -> ApprovalRequestResponse:
+        """Ask the clients whether `call` may run. Nobody to ask, or nobody answering in time,
+        is a denial, never a silent approval."""
+        item = self.add_item(ApprovalRequestItem(
+            id=self.new_item_id(), turn_id=target.turn_id, target_item_id=target.id,
+            tool=call.tool.name, action_class=call.action_class, summary=call.summary,
+            reason=f"approval needed by {reason}"))
+        if self.log.approvers() == 0:
+            return self._decide(item.id, ApprovalDecision.deny, "no_client",
+                                "No client was connected to approve it.")
+        future: asyncio.Future[ApprovalRequestResponse] = (
+            asyncio.get_running_loop().create_future())
+        self._approvals[item.id] = future
+        try:
+            async with asyncio.timeout(self.settings.agent.approval_timeout):
+                return await future
+        except TimeoutError:
+            timeout = self.settings.agent.approval_timeout
+            return self._decide(item.id, ApprovalDecision.deny, "no_client",
+                                f"Nobody answered within {timeout:g} seconds.")
+        finally:
+            self._approvals.pop(item.id, None)
+
+    def respond_approval(self, item_id: str, decision: ApprovalDecision,
+                         message: str | None = None) -> ApprovalRequestItem:
+        """A client's answer to a pending approval request."""
+        future = self._approvals.get(item_id)
+        if future is None or future.done():
+            raise SessionError(f"no approval request {item_id} is waiting for an answer",
+                               kind="not_found")
+        self._decide(item_id, decision, "client", message)
+        item = self.item(item_id)
+        assert isinstance(item, ApprovalRequestItem)
+        return item
+
+    def _decide(self, item_id: str, decision: ApprovalDecision, by: str,
+                message: str | None) -> ApprovalRequestResponse:
+        self.complete_item(self.item(item_id), decision=decision, decided_by=by, message=message)
+        answer = ApprovalRequestResponse(decision=decision, message=message)
+        future = self._approvals.get(item_id)
+        if future is not None and not future.done():
+            future.set_result(answer)
+        return answer
+
+    def _approvers_changed(self) -> None:
+        if self.log.approvers() == 0:
+            for item_id in list(self._approvals):
+                self._decide(item_id, ApprovalDecision.deny, "no_client",
+                             "The client that could approve it disconnected.")
+
+    def subscribe(self, after: int = 0, *, answers_approvals: bool = False) -> Subscription:
+        """Events after `after`, stored then live. A subscriber that answers approvals keeps
+        approval requests waiting for it; with none left, they are denied."""
+        return self.log.subscribe(after, answers_approvals=answers_approvals)
+
+    # ------------------------------------------------------------------ engine, traces
+
+    async def ensure_context_window(self) -> None:
+        if not self.context_window:
+            self.context_window = await _engine_window(self.engine, self.thread.model)
+        agent = self.settings.agent
+        self.summary_trigger = summary_trigger(self.context_window, agent.summary_trigger,
+                                               agent.summary_max_tokens)
+        if self.summary_trigger <= 0:
+            raise EngineError(
+                f"a context window of {self.context_window} tokens leaves no room after "
+                f"agent.summary_max_tokens = {agent.summary_max_tokens}; lower it")
+
+    def record_call(self, turn_id: str, step: int, purpose: str, request: GenerationRequest,
+                    started: datetime, clock: float, *, result: GenerationResult | None = None,
+                    error: EngineError | None = None) -> None:
+        tokens = result.tokens if result else None
+        self.store.record_model_call(ModelCallRecord(
+            thread_id=self.thread.id, turn_id=turn_id, step=step, purpose=purpose,
+            segment=sum(1 for i in self.items if i.type == "context_summary"
+                        and i.status == ItemStatus.completed),
+            request=request.model_dump(mode="json"),
+            started_at=started, duration_ms=int((time.perf_counter() - clock) * 1000),
+            engine=getattr(self.engine, "name", type(self.engine).__name__),
+            model=(result.model if result else None) or request.model,
+            response=_response(result) if result else None,
+            error={"kind": error.kind, "message": error.message} if error else None,
+            weights_version=tokens.weights_version if tokens else None,
+            prompt_token_ids=tokens.prompt_token_ids if tokens else None,
+            completion_token_ids=tokens.completion_token_ids if tokens else None,
+            logprobs=tokens.logprobs if tokens else None,
+            routed_experts=tokens.routed_experts if tokens else None,
+        ))
+
+    async def undo(self, scope: UndoScope = "turn", turn_id: str | None = None) -> UndoOutcome:
+        """Put back the agent's edits (last edit, a turn, or the whole thread); recorded as an
+        outcome, since a revert says the edits were unwanted."""
+        outcome = await self.harness.undo(scope, turn_id)
+        self.store.record_outcome(Outcome(
+            self.thread.id, "undo", {"scope": scope, "restored": [c.path for c in
+                                                                   outcome.restored]},
+            turn_id=turn_id))
+        return outcome
+
+    def _record_followup(self) -> None:
+        """When the user comes back with another request, note what became of the previous
+        turn's edits: kept as written, reverted, or changed since."""
+        turns = self.store.turns(self.thread.id)
+        if not turns:
+            return
+        previous = turns[-1].id
+        self.store.record_outcome(Outcome(self.thread.id, "user_followup", turn_id=previous))
+        for restore in self.harness.checkpoints.plan_undo("turn", previous):
+            current = restore.path.read_bytes() if restore.path.is_file() else None
+            kind = ("edit_kept" if current == restore.expected else
+                    "edit_reverted" if current == restore.restore else "edit_modified")
+            self.store.record_outcome(Outcome(
+                self.thread.id, kind, {"path": self.harness.workspace.relative(restore.path)},
+                turn_id=previous))
+
+    def _retitle(self, content: list[UserInput]) -> None:
+        text = " ".join(" ".join(getattr(c, "text", None) or "" for c in content).split())
+        if text:
+            self.thread = self.thread.model_copy(
+                update={"title": text[:80] + ("…" if len(text) > 80 else "")})
+            self.store.update_thread(self.thread)
+
+    async def close(self) -> None:
+        if self._running is not None:
+            await self.interrupt()
+        self.log.close()
+        await self.harness.close()
+
+
+async def _engine_window(engine: Engine, model: str | None) -> int:
+    for info in await engine.models():
+        if (model is None or info.id == model) and info.context_window:
+            return info.context_window
+    log.info("the engine does not report a context window; assuming %d tokens",
+             DEFAULT_CONTEXT_WINDOW)
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def _grants(items: Sequence[Item]) -> set:
+    """Approvals given for the whole thread, replayed from the log when a thread resumes."""
+    grants = set()
+    calls = {item.id: item for item in items if isinstance(item, ToolCallFields)}
+    for item in items:
+        if (isinstance(item, ApprovalRequestItem)
+                and item.decision == ApprovalDecision.approve_for_thread
+                and item.target_item_id in calls):
+            grants.add((item.tool, item.action_class))
+    return grants
+
+
+def _response(result: GenerationResult) -> dict[str, Any]:
+    usage = result.usage
+    spec = result.spec
+    return {
+        "text": result.text,
+        "reasoning": result.reasoning,
+        "tool_calls": [call.model_dump() for call in result.tool_calls],
+        "finish_reason": result.finish_reason,
+        "model": result.model,
+        "usage": None if usage is None else {
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens},
+        "spec": None if spec is None else {
+            "verify_steps": spec.verify_steps, "accept_length": spec.accept_length,
+            "accept_rate": spec.accept_rate},
+    }
+

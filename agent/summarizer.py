@@ -1,0 +1,140 @@
+"""Self-summarization (reference/paper.md, section 2): the model compacts its own context.
+
+Past the trigger, the current context gets one short synthetic user query asking for a
+summary; the model thinks and writes it (streamed into a `context_summary` item), and the
+next step starts from a rebuilt context: system prompt, tool specs and user messages verbatim,
+then the summary and the state block (to-do list, files touched, summary count). Unlike the
+prompt-based compaction of OpenHands or Codex (a separate long summarization prompt, often a
+separate model call without the cache), the summary is a continuation of the same context, so
+the engine reuses its cached prefix, and it is a logged step of the rollout that training
+rewards with the rest of the chain.
+
+The trigger leaves room for the summary itself (`summary_max_tokens` plus the query), so
+summarizing can never overflow the window. A failed or empty summary falls back to a
+deterministic digest of the steps taken, which keeps the task and the state and says so.
+"""
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from opencomposer.agent.context import (
+    build_messages,
+    conversation_state,
+    last_summary,
+    summary_count,
+)
+from opencomposer.agent.prompting import render
+from opencomposer.agent.protocol.items import (
+    AgentMessageItem,
+    CommandExecutionItem,
+    ContextSummaryItem,
+    FileChangeItem,
+    FileReadItem,
+    Item,
+    ItemStatus,
+    SearchItem,
+    ToolCallFields,
+)
+from opencomposer.agent.tokens import estimate_tokens
+from opencomposer.serving.engines.base import ChatMessage, SamplingParams
+from opencomposer.serving.engines.errors import EngineError
+
+if TYPE_CHECKING:
+    from opencomposer.agent.turn import TurnRunner
+
+# Tokens kept free beyond `summary_max_tokens` for the synthetic query and template overhead.
+QUERY_RESERVE = 256
+# Lines of the fallback digest; older steps are counted, not listed.
+DIGEST_LINES = 40
+
+
+def summary_trigger(context_window: int, trigger: float, summary_max_tokens: int) -> int:
+    """Context size, in tokens, at which to summarize before the next step."""
+    wanted = int(trigger * context_window) if trigger <= 1 else int(trigger)
+    return min(wanted, context_window - summary_max_tokens - QUERY_RESERVE)
+
+
+class Summarizer:
+    def __init__(self, runner: "TurnRunner") -> None:
+        self.runner = runner
+        self._done_at: int | None = None
+        """Length of the item log right after the last summary of this turn."""
+
+    async def maybe_summarize(self, *, force: bool = False) -> bool:
+        """Summarize if the context has reached the trigger (or `force`). Never twice with
+        nothing new in between: that could not make the context smaller."""
+        session = self.runner.session
+        if self._done_at == len(session.items):
+            return False
+        messages = build_messages(session.system_prompt, session.items)
+        tokens = session.meter.estimate(messages, session.tool_specs)
+        if not force and tokens < session.summary_trigger:
+            return False
+        await self._summarize(messages, tokens)
+        self._done_at = len(session.items)
+        return True
+
+    async def _summarize(self, messages: list[ChatMessage], tokens: int) -> None:
+        runner, session = self.runner, self.runner.session
+        settings = session.settings.agent
+        count = summary_count(session.items) + 1
+        step = runner.next_step()
+        item = session.add_item(ContextSummaryItem(
+            id=session.new_item_id(), turn_id=runner.turn.id, step=step, summary_index=count,
+            tokens_before=tokens, state=conversation_state(session.items, count)))
+        query = ChatMessage(role="user", content=render("summarize"))
+        sampling = SamplingParams(max_tokens=settings.summary_max_tokens,
+                                  temperature=settings.temperature)
+        text, reason = "", ""
+        try:
+            result = await runner.generate([*messages, query], sampling, step, purpose="summary",
+                                           tool_choice="none", text_item=item)
+            text = result.text.strip()
+            reason = "" if text else "the summary was empty"
+        except EngineError as exc:
+            reason = f"{exc.kind}: {exc.message}"
+        method = "model"
+        if not text:
+            method = "truncation"
+            lines = digest(session.items)
+            shown = lines[-DIGEST_LINES:]
+            text = render("truncation", reason=reason, digest=shown,
+                          omitted=len(lines) - len(shown))
+        final = session.item(item.id).model_copy(update={
+            "text": text, "method": method, "status": ItemStatus.completed})
+        rebuilt = build_messages(session.system_prompt,
+                                 [final if i.id == item.id else i for i in session.items])
+        session.complete_item(item, text=text, method=method,
+                              tokens_after=estimate_tokens(rebuilt, session.tool_specs))
+        session.meter.reset()
+
+
+def digest(items: Sequence[Item]) -> list[str]:
+    """One line per step since the last summary: what was called and how it ended, and what
+    the model last said. Deterministic, so a fallback is reproducible from the log."""
+    start = last_summary(items)
+    lines = []
+    for item in items[(start + 1 if start is not None else 0):]:
+        if isinstance(item, ToolCallFields):
+            lines.append(_call_line(item))
+        elif isinstance(item, AgentMessageItem) and item.text.strip():
+            text = " ".join(item.text.split())
+            lines.append(f"you said: {text[:300]}{'…' if len(text) > 300 else ''}")
+    return lines
+
+
+def _call_line(item: ToolCallFields) -> str:
+    if isinstance(item, CommandExecutionItem):
+        what = f"ran `{item.command}`" + (
+            f" (exit {item.exit_code})" if item.exit_code is not None else "")
+    elif isinstance(item, FileChangeItem):
+        what = f"{item.tool} " + ", ".join(c.path for c in item.changes)
+    elif isinstance(item, FileReadItem):
+        what = f"read {item.path}"
+    elif isinstance(item, SearchItem):
+        what = f"{item.method} search for {item.query!r}"
+    else:
+        what = f"{item.tool} {item.arguments_text[:120]}"
+    if item.status in (ItemStatus.failed, ItemStatus.declined, ItemStatus.interrupted):
+        what += f" [{item.status.value}]"
+    return what

@@ -1,0 +1,64 @@
+"""How big the context is, in tokens, without a tokenizer for every model.
+
+The engine's reported usage is the truth for what it has seen: after each call, the prompt
+plus the completion is exactly the context up to the assistant message it produced. Only what
+was appended since (tool results, new input) is estimated, from its length, with fewer
+characters per token than typical text so the estimate errs high and summarization comes
+early rather than late. With no usage yet, everything is estimated.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opencomposer.serving.engines.base import ChatMessage, ToolSpec, Usage
+
+# Code and JSON run at about 3-3.5 characters per token with BPE vocabularies (prose about
+# 4); 3 over-estimates slightly, which is the safe side.
+CHARS_PER_TOKEN = 3.0
+# Role markers and separators a chat template adds around each message.
+MESSAGE_OVERHEAD = 4
+
+
+def estimate_tokens(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
+    chars = sum(_message_chars(m) for m in messages)
+    chars += sum(len(json.dumps(t.to_openai())) for t in tools)
+    return int(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * len(messages)
+
+
+def _message_chars(message: ChatMessage) -> int:
+    size = len(message.content or "") + len(message.reasoning or "")
+    return size + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+
+
+@dataclass
+class ContextMeter:
+    """Anchors the estimate on the last call's usage while the prompt only grows."""
+
+    _anchor_messages: int = 0
+    _anchor_tokens: int | None = None
+    _anchor_first: ChatMessage | None = None
+
+    def observe(self, sent: Sequence[ChatMessage], usage: Usage | None) -> None:
+        """Record a finished call: `sent` plus its answer hold `usage` tokens."""
+        if usage is None or usage.prompt_tokens <= 0:
+            self.reset()
+            return
+        self._anchor_messages = len(sent) + 1  # the assistant message it produced
+        self._anchor_tokens = usage.prompt_tokens + usage.completion_tokens
+        self._anchor_first = sent[1] if len(sent) > 1 else None
+
+    def reset(self) -> None:
+        """Forget the anchor: the context was rebuilt (a summary replaced its middle)."""
+        self._anchor_tokens = None
+
+    def estimate(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> int:
+        anchored = (
+            self._anchor_tokens is not None
+            and len(messages) >= self._anchor_messages
+            and (messages[1] if len(messages) > 1 else None) == self._anchor_first
+        )
+        if not anchored:
+            return estimate_tokens(messages, tools)
+        assert self._anchor_tokens is not None
+        return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages:])

@@ -1,0 +1,1 @@
+"""Traces: the SQLite trace store (`store`) and its export as training data (`export`)."""

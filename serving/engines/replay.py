@@ -1,0 +1,68 @@
+"""An engine that answers with recorded generations, in order, as fast as it can stream them.
+
+It re-runs a recorded rollout through the runtime without a model (the trace store keeps every
+call's response), and measures the runtime's own cost per step with the model's cost taken
+out (`opencomposer bench agent`). It streams like a real backend: reasoning and text in
+pieces, then each tool call, then `Finished`.
+"""
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import replace
+
+from opencomposer.serving.engines.base import (
+    EngineEvent,
+    Finished,
+    GenerationRequest,
+    GenerationResult,
+    ModelInfo,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStarted,
+    Usage,
+)
+from opencomposer.serving.engines.errors import EngineRequestError
+
+# Characters per streamed piece: about one token.
+PIECE = 4
+
+
+def stream_events(result: GenerationResult, piece: int = PIECE) -> list[EngineEvent]:
+    """The events a streaming backend would send for `result`."""
+    events: list[EngineEvent] = [
+        ReasoningDelta(result.reasoning[i:i + piece])
+        for i in range(0, len(result.reasoning), piece)
+    ]
+    events += [TextDelta(result.text[i:i + piece]) for i in range(0, len(result.text), piece)]
+    for index, call in enumerate(result.tool_calls):
+        events.append(ToolCallStarted(index, call.id, call.name))
+        events.append(ToolCallArgumentsDelta(index, call.arguments))
+    events.append(Finished(result))
+    return events
+
+
+class ReplayEngine:
+    name = "replay"
+
+    def __init__(self, results: Iterable[GenerationResult], *, model: str = "replay",
+                 context_window: int = 32_768) -> None:
+        self._results = list(results)
+        self._next = 0
+        self._model = ModelInfo(id=model, context_window=context_window, owned_by="replay")
+
+    async def models(self) -> list[ModelInfo]:
+        return [self._model]
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        if self._next >= len(self._results):
+            raise EngineRequestError(f"the recording has only {len(self._results)} generations")
+        result = self._results[self._next]
+        self._next += 1
+        if result.usage is None:
+            prompt = sum(len(m.content or "") for m in request.messages) // PIECE
+            result = replace(result, usage=Usage(prompt, len(result.text) // PIECE + 1))
+        for event in stream_events(result):
+            yield event
+
+    async def aclose(self) -> None:
+        return None

@@ -3,7 +3,8 @@
 Enforced by the runtime on the harness's own classification of the call, never by the
 prompt. Precedence: a rule for the tool; then, for commands, rules matching their leading
 words (a matching deny refuses the whole command line; otherwise rules decide only when they
-cover every command in it); then the mode of the call's risk class. A call approved "for the
+cover every command in it, a wrapper's rule covering the command it runs); then the mode of
+the call's risk class. A call approved "for the
 thread" makes later calls of that tool and class run without asking, but never overrides a
 deny.
 """
@@ -46,7 +47,7 @@ class ApprovalGate:
                                 f"the rule for {action_class.value.replace('_', ' ')} calls")
         if not call.commands or not self.policy.commands:
             return class_verdict
-        matched = [self._command_rule(argv) for argv in call.commands]
+        matched = self._command_rules(call.commands)
         denied = [rule for rule in matched if rule and self.policy.commands[rule] == "deny"]
         if denied:
             return Verdict(ApprovalMode.deny, f"the command rule {denied[0]!r}")
@@ -59,8 +60,18 @@ class ApprovalGate:
             return rule_verdict
         return max(rule_verdict, class_verdict, key=lambda v: _STRICTNESS[v.mode])
 
-    def _command_rule(self, argv: list[str]) -> str | None:
-        """The longest rule whose words start this argv."""
-        matching = [rule for rule in self.policy.commands
-                    if rule.split() and argv[:len(rule.split())] == rule.split()]
-        return max(matching, key=lambda rule: len(rule.split()), default=None)
+    def _command_rules(self, argvs: list[list[str]]) -> list[str | None]:
+        """The rule deciding each argv: the longest rule whose words start it, or else the
+        rule of a wrapper it was unwrapped from (`python -m pytest ...` runs `pytest ...`,
+        whose argv is the tail of the wrapper's)."""
+        rules: list[str | None] = []
+        for index, argv in enumerate(argvs):
+            matching = [rule for rule in self.policy.commands
+                        if rule.split() and argv[:len(rule.split())] == rule.split()]
+            rule = max(matching, key=lambda r: len(r.split()), default=None)
+            if rule is None:
+                rule = next((rules[outer] for outer in range(index - 1, -1, -1)
+                             if rules[outer] and len(argvs[outer]) > len(argv)
+                             and argvs[outer][-len(argv):] == argv), None)
+            rules.append(rule)
+        return rules

@@ -36,23 +36,28 @@ def system_prompt(harness: ToolHarness) -> str:
     )
 
 
-async def turn_context(harness: ToolHarness, items: Sequence[Item]) -> str:
+async def turn_context(harness: ToolHarness, items: Sequence[Item]) -> str | None:
+    """The facts for a new turn, or None when there are none (no repository, no history)."""
     edited, viewed = touched_files(items)
-    return render("turn_context", git=await git_summary(harness),
-                  edited=edited[:RECENT_FILES], viewed=viewed[:RECENT_FILES])
+    git = await git_summary(harness)
+    if not (git or edited or viewed):
+        return None
+    return render("turn_context", git=git, edited=edited[:RECENT_FILES],
+                  viewed=viewed[:RECENT_FILES])
 
 
 async def git_summary(harness: ToolHarness) -> str | None:
     """`branch main, 2 changed files` and the status lines, or None outside a repository."""
     if not (harness.workspace.root / ".git").exists():
         return None
-    result = await harness.jobs.run(_GIT_STATUS, cwd=harness.workspace.root, timeout=GIT_TIMEOUT)
-    if result.running and result.job_id:
-        await harness.jobs.kill(result.job_id)
+    result = await harness.jobs.capture(_GIT_STATUS, cwd=harness.workspace.root,
+                                        timeout=GIT_TIMEOUT)
+    if result is None:
         return "status unavailable (git status timed out)"
-    if result.exit_code != 0:
+    exit_code, output = result
+    if exit_code != 0:
         return None
-    lines = [line for line in result.output.splitlines() if line.strip()]
+    lines = [line for line in output.splitlines() if line.strip()]
     if not lines or not lines[0].startswith("## "):
         return None
     branch, changes = lines[0][3:], lines[1:]

@@ -37,7 +37,7 @@ class RepetitionGuard:
         self._last = key
         if self._count >= self.limit:
             return Repetition.stop
-        return Repetition.warn if self._count == self.limit - 1 else Repetition.fine
+        return Repetition.warn if self._count == self.limit - 1 > 1 else Repetition.fine
 
     @property
     def count(self) -> int:

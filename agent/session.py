@@ -169,6 +169,8 @@ class ThreadSession:
             if turn_id is None:
                 raise SessionError("no turn is running", kind="not_found")
             return await self.wait(turn_id)
+        while not running.runner.started:  # a task cancelled before it runs cannot clean up
+            await asyncio.sleep(0)
         running.task.cancel()
         return await asyncio.shield(running.task)
 

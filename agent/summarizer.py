@@ -35,7 +35,6 @@ from opencomposer.agent.protocol.items import (
     SearchItem,
     ToolCallFields,
 )
-from opencomposer.agent.tokens import estimate_tokens
 from opencomposer.serving.engines.base import ChatMessage, SamplingParams
 from opencomposer.serving.engines.errors import EngineError
 
@@ -48,10 +47,18 @@ QUERY_RESERVE = 256
 DIGEST_LINES = 40
 
 
+def summary_budget(context_window: int, summary_max_tokens: int) -> int:
+    """Tokens the summary step may generate: as configured, but at most an eighth of a small
+    window, so an 8k model is not left with half its context for work."""
+    return min(summary_max_tokens, context_window // 8)
+
+
 def summary_trigger(context_window: int, trigger: float, summary_max_tokens: int) -> int:
-    """Context size, in tokens, at which to summarize before the next step."""
+    """Context size, in tokens, at which to summarize before the next step; what is left
+    above it always fits the summary step."""
     wanted = int(trigger * context_window) if trigger <= 1 else int(trigger)
-    return min(wanted, context_window - summary_max_tokens - QUERY_RESERVE)
+    reserve = summary_budget(context_window, summary_max_tokens) + QUERY_RESERVE
+    return min(wanted, context_window - reserve)
 
 
 class Summarizer:
@@ -61,10 +68,11 @@ class Summarizer:
         """Length of the item log right after the last summary of this turn."""
 
     async def maybe_summarize(self, *, force: bool = False) -> bool:
-        """Summarize if the context has reached the trigger (or `force`). Never twice with
-        nothing new in between: that could not make the context smaller."""
+        """Summarize if the context has reached the trigger (or `force`). Only when the model
+        has produced something since the last summary: otherwise there is nothing to condense
+        and summarizing again could not make the context smaller."""
         session = self.runner.session
-        if self._done_at == len(session.items):
+        if self._done_at == len(session.items) or not _model_output_since_summary(session.items):
             return False
         messages = build_messages(session.system_prompt, session.items)
         tokens = session.meter.estimate(messages, session.tool_specs)
@@ -83,8 +91,9 @@ class Summarizer:
             id=session.new_item_id(), turn_id=runner.turn.id, step=step, summary_index=count,
             tokens_before=tokens, state=conversation_state(session.items, count)))
         query = ChatMessage(role="user", content=render("summarize"))
-        sampling = SamplingParams(max_tokens=settings.summary_max_tokens,
-                                  temperature=settings.temperature)
+        sampling = SamplingParams(
+            max_tokens=summary_budget(session.context_window, settings.summary_max_tokens),
+            temperature=settings.temperature)
         text, reason = "", ""
         try:
             result = await runner.generate([*messages, query], sampling, step, purpose="summary",
@@ -104,9 +113,15 @@ class Summarizer:
             "text": text, "method": method, "status": ItemStatus.completed})
         rebuilt = build_messages(session.system_prompt,
                                  [final if i.id == item.id else i for i in session.items])
-        session.complete_item(item, text=text, method=method,
-                              tokens_after=estimate_tokens(rebuilt, session.tool_specs))
         session.meter.reset()
+        session.complete_item(item, text=text, method=method,
+                              tokens_after=session.meter.estimate(rebuilt, session.tool_specs))
+
+
+def _model_output_since_summary(items: Sequence[Item]) -> bool:
+    start = last_summary(items)
+    return any(item.step is not None and not isinstance(item, ContextSummaryItem)
+               for item in items[(start + 1 if start is not None else 0):])
 
 
 def digest(items: Sequence[Item]) -> list[str]:

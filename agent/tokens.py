@@ -4,7 +4,8 @@ The engine's reported usage is the truth for what it has seen: after each call, 
 plus the completion is exactly the context up to the assistant message it produced. Only what
 was appended since (tool results, new input) is estimated, from its length, with fewer
 characters per token than typical text so the estimate errs high and summarization comes
-early rather than late. With no usage yet, everything is estimated.
+early rather than late. A rebuilt context (after a summary) is estimated whole, corrected by
+how the last real count compared with the estimate of the same prompt.
 """
 
 import json
@@ -18,6 +19,8 @@ from opencomposer.serving.engines.base import ChatMessage, ToolSpec, Usage
 CHARS_PER_TOKEN = 3.0
 # Role markers and separators a chat template adds around each message.
 MESSAGE_OVERHEAD = 4
+# Bounds of the learned correction: a server reporting nonsense must not make estimates absurd.
+MIN_SCALE, MAX_SCALE = 0.25, 4.0
 
 
 def estimate_tokens(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
@@ -33,13 +36,17 @@ def _message_chars(message: ChatMessage) -> int:
 
 @dataclass
 class ContextMeter:
-    """Anchors the estimate on the last call's usage while the prompt only grows."""
+    """Anchors the estimate on the last call's usage while the prompt only grows, and learns
+    how the length estimate compares with the engine's real count, to correct estimates of a
+    rebuilt context."""
 
     _anchor_messages: int = 0
     _anchor_tokens: int | None = None
     _anchor_first: ChatMessage | None = None
+    _scale: float = 1.0
 
-    def observe(self, sent: Sequence[ChatMessage], usage: Usage | None) -> None:
+    def observe(self, sent: Sequence[ChatMessage], tools: Sequence[ToolSpec],
+                usage: Usage | None) -> None:
         """Record a finished call: `sent` plus its answer hold `usage` tokens."""
         if usage is None or usage.prompt_tokens <= 0:
             self.reset()
@@ -47,6 +54,8 @@ class ContextMeter:
         self._anchor_messages = len(sent) + 1  # the assistant message it produced
         self._anchor_tokens = usage.prompt_tokens + usage.completion_tokens
         self._anchor_first = sent[1] if len(sent) > 1 else None
+        raw = estimate_tokens(sent, tools)
+        self._scale = min(max(usage.prompt_tokens / raw, MIN_SCALE), MAX_SCALE) if raw else 1.0
 
     def reset(self) -> None:
         """Forget the anchor: the context was rebuilt (a summary replaced its middle)."""
@@ -59,6 +68,6 @@ class ContextMeter:
             and (messages[1] if len(messages) > 1 else None) == self._anchor_first
         )
         if not anchored:
-            return estimate_tokens(messages, tools)
+            return int(estimate_tokens(messages, tools) * self._scale)
         assert self._anchor_tokens is not None
         return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages:])

@@ -85,9 +85,12 @@ class TurnRunner:
         self.cancel_reason = StopReason.interrupted
         """Why the task was cancelled: a client interrupt, or the wall-time budget."""
 
+        self.started = False
+
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> Turn:
+        self.started = True
         try:
             await self.session.ensure_context_window()
             while True:
@@ -216,7 +219,7 @@ class TurnRunner:
             raise EngineError("the engine's stream ended without a result")
         session.record_call(self.turn.id, step, purpose, request, started, clock, result=result)
         self._account(result)
-        session.meter.observe(messages, result.usage)
+        session.meter.observe(messages, session.tool_specs, result.usage)
         if reasoning is not None or result.reasoning:
             if reasoning is None:
                 reasoning = session.add_item(ReasoningItem(
@@ -278,7 +281,7 @@ class TurnRunner:
             if answer.decision in (ApprovalDecision.deny, ApprovalDecision.abort):
                 note = f": {answer.message}" if answer.message else ""
                 self._decline(plan, Denied(
-                    f"the user declined this call{note}",
+                    f"the call was not approved{note}",
                     hint="Do not retry it as it is; change approach or ask the user."))
                 if answer.decision == ApprovalDecision.abort:
                     self._complete(plan)

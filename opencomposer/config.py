@@ -144,7 +144,8 @@ class AgentSettings(Section):
 
     summary_max_tokens: int = Field(default=4096, ge=256)
     """Tokens the model may use to think and write its summary (it is asked for about
-    1,000). This much of the window is always kept free, so summarizing cannot overflow."""
+    1,000); at most an eighth of the context window. This much of the window is always kept
+    free, so summarizing cannot overflow."""
 
     capture: bool = True
     """Ask the engine for what training needs (token ids, logprobs, routed experts,

@@ -13,17 +13,21 @@ MASK = "[REDACTED]"
 # Values shorter than this are too likely to occur by accident to be masked everywhere.
 MIN_SECRET_LENGTH = 8
 
+# Each credential shape with the literal text it cannot occur without: the regex runs only
+# when that text is present, which keeps redaction of clean text (nearly all of it) at the
+# speed of a substring search instead of nine regex scans (measured 7 MB/s -> 150+ MB/s).
 _PATTERNS = [
-    re.compile(p)
-    for p in (
-        r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic keys
-        r"\bgh[pousr]_[A-Za-z0-9]{36,}",  # GitHub tokens
-        r"\bgithub_pat_[A-Za-z0-9_]{22,}",
-        r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face
-        r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",  # Slack
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
-        r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API keys
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    (literals, re.compile(pattern))
+    for literals, pattern in (
+        (("sk-",), r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}"),  # OpenAI / Anthropic keys
+        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{36,}"),  # GitHub
+        (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+        (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face
+        (("xox",), r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),  # Slack
+        (("AKIA", "ASIA"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+        (("AIza",), r"\bAIza[0-9A-Za-z_\-]{35}\b"),  # Google API keys
+        (("PRIVATE KEY-----",),
+         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
     )
 ]
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*")
@@ -45,6 +49,9 @@ class Redactor:
         # Longest first, so a secret that contains another is masked whole.
         for secret in sorted(self._secrets, key=len, reverse=True):
             text = text.replace(secret, MASK)
-        for pattern in _PATTERNS:
-            text = pattern.sub(MASK, text)
-        return _BEARER.sub(lambda m: m.group(1) + MASK, text)
+        for literals, pattern in _PATTERNS:
+            if any(literal in text for literal in literals):
+                text = pattern.sub(MASK, text)
+        if "bearer" in text.lower():
+            text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+        return text

@@ -181,7 +181,11 @@ class TraceStore:
             with self._db:
                 self._db.executescript(_SCHEMA)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, TraceStoreError) as exc:
+            if hasattr(self, "_db"):
+                self._db.close()
+            if isinstance(exc, TraceStoreError):
+                raise
             raise TraceStoreError(f"cannot open the trace store {path}: {exc}") from exc
 
     def close(self) -> None:
@@ -212,8 +216,9 @@ class TraceStore:
             )
 
     def thread(self, thread_id: str) -> Thread | None:
-        row = self._db.execute("SELECT payload FROM threads WHERE id = ?", (thread_id,)).fetchone()
-        return Thread.model_validate_json(row[0]) if row else None
+        row = self._db.execute("SELECT payload, updated_at FROM threads WHERE id = ?",
+                               (thread_id,)).fetchone()
+        return _thread(*row) if row else None
 
     def system_prompt(self, thread_id: str) -> str:
         row = self._db.execute("SELECT system_prompt FROM threads WHERE id = ?",
@@ -222,24 +227,26 @@ class TraceStore:
 
     def list_threads(self, limit: int = 50, cursor: str | None = None,
                      workspace: str | None = None) -> tuple[list[Thread], str | None]:
-        """Most recently updated first. The cursor is the last thread of the previous page."""
-        where, args = [], []
+        """Most recently updated first. The cursor names the position after the previous
+        page (time and id), so a thread updated meanwhile is not listed twice."""
+        where: list[str] = []
+        args: list[object] = []
         if cursor:
-            after = self._db.execute("SELECT updated_at, id FROM threads WHERE id = ?",
-                                     (cursor,)).fetchone()
-            if after:
-                where.append("(updated_at, id) < (?, ?)")
-                args.extend(after)
+            updated, _, last_id = cursor.partition("|")
+            where.append("(updated_at, id) < (?, ?)")
+            args.extend((updated, last_id))
         if workspace:
             where.append("workspace = ?")
             args.append(workspace)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         rows = self._db.execute(
-            f"SELECT payload FROM threads {clause} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            f"SELECT payload, updated_at, id FROM threads {clause} "
+            "ORDER BY updated_at DESC, id DESC LIMIT ?",
             (*args, limit + 1),
         ).fetchall()
-        threads = [Thread.model_validate_json(row[0]) for row in rows[:limit]]
-        return threads, threads[-1].id if len(rows) > limit else None
+        threads = [_thread(payload, updated) for payload, updated, _ in rows[:limit]]
+        more = len(rows) > limit
+        return threads, f"{rows[limit - 1][1]}|{rows[limit - 1][2]}" if more else None
 
     # ------------------------------------------------------------------ the event log
 
@@ -307,8 +314,16 @@ class TraceStore:
     # ------------------------------------------------------------------ model calls
 
     def record_model_call(self, call: ModelCallRecord) -> int:
-        request = self._json(call.request)
-        redacted = request != json.dumps(call.request, ensure_ascii=False, default=str)
+        texts = {}
+        for name in ("request", "response", "error"):
+            value = getattr(call, name)
+            if value is not None:
+                plain = json.dumps(value, ensure_ascii=False, default=str)
+                texts[name] = (plain, self.redactor.redact(plain))
+        # The token ids cannot be redacted: a call whose text was is flagged, so training can
+        # leave it out.
+        redacted = any(plain != masked for plain, masked in texts.values())
+        request = texts["request"][1]
         experts = call.routed_experts
         with self._db:
             cursor = self._db.execute(
@@ -319,8 +334,8 @@ class TraceStore:
                 "?, ?, ?, ?)",
                 (call.thread_id, call.turn_id, call.step, call.purpose, call.segment, call.engine,
                  call.model, call.weights_version, request,
-                 None if call.response is None else self._json(call.response),
-                 None if call.error is None else self._json(call.error), int(redacted),
+                 texts["response"][1] if "response" in texts else None,
+                 texts["error"][1] if "error" in texts else None, int(redacted),
                  _pack(call.prompt_token_ids, np.int32),
                  _pack(call.completion_token_ids, np.int32),
                  _pack(call.logprobs, np.float32),
@@ -332,12 +347,10 @@ class TraceStore:
 
     def model_calls(self, thread_id: str) -> list[dict[str, Any]]:
         """Every model call of a thread in order, token layer decoded into lists."""
-        self._db.row_factory = sqlite3.Row
-        try:
-            rows = self._db.execute("SELECT * FROM model_calls WHERE thread_id = ? ORDER BY id",
-                                    (thread_id,)).fetchall()
-        finally:
-            self._db.row_factory = None
+        cursor = self._db.cursor()
+        cursor.row_factory = sqlite3.Row
+        rows = cursor.execute("SELECT * FROM model_calls WHERE thread_id = ? ORDER BY id",
+                              (thread_id,)).fetchall()
         calls = []
         for row in rows:
             call = dict(row)
@@ -391,6 +404,13 @@ class TraceStore:
     def consents(self) -> dict[str, bool]:
         return {path: bool(flag) for path, flag in
                 self._db.execute("SELECT path, training_consent FROM workspaces")}
+
+
+def _thread(payload: str, updated_at: str) -> Thread:
+    """A stored thread with its time of last change (kept in its own column: every event
+    moves it, and rewriting the payload each time would cost a JSON encode per event)."""
+    thread = Thread.model_validate_json(payload)
+    return thread.model_copy(update={"updated_at": datetime.fromisoformat(updated_at)})
 
 
 def _pack(values: Iterable[float] | None, dtype: type) -> bytes | None:

@@ -13,6 +13,7 @@ import typer
 import opencomposer
 from opencomposer.config import ConfigError
 from opencomposer.serving.cli.bench_cmd import bench_app
+from opencomposer.serving.cli.chat_cmd import chat
 from opencomposer.serving.cli.config_cmd import config_app
 from opencomposer.serving.cli.doctor_cmd import doctor
 from opencomposer.serving.cli.engine_cmd import engine_app
@@ -20,6 +21,7 @@ from opencomposer.serving.cli.models_cmd import models_app
 from opencomposer.serving.cli.protocol_cmd import protocol_app
 from opencomposer.serving.cli.serve_cmd import serve
 from opencomposer.serving.cli.tools_cmd import tool, tools
+from opencomposer.serving.cli.traces_cmd import traces_app
 from opencomposer.serving.engines.errors import EngineError
 
 app = typer.Typer(
@@ -30,6 +32,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="markdown",
 )
+app.command()(chat)
 app.command()(doctor)
 app.command()(serve)
 app.command()(tools)
@@ -39,6 +42,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(engine_app, name="engine")
 app.add_typer(models_app, name="models")
 app.add_typer(protocol_app, name="protocol")
+app.add_typer(traces_app, name="traces")
 
 
 def _version(show: bool) -> None:

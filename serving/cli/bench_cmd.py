@@ -51,3 +51,48 @@ def tools(
         table.add_row(row.name, row.baseline_label, _seconds(row.baseline, row.unit),
                       _seconds(row.ours, row.unit), ratio, row.note)
     out.print(table)
+
+
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if unit == "s":
+        ms = value * 1000
+        return f"{ms:.2f} ms" if ms >= 1 else f"{ms:.3g} ms"
+    return f"{value:,.0f} {unit}"
+
+
+@bench_app.command("agent")
+def agent(
+    steps: Annotated[int, typer.Option(
+        min=1, help="Tool-calling model steps per turn (a final answer step follows).")] = 50,
+    calls: Annotated[int, typer.Option(
+        min=2, help="Tool calls in the one step that prices a call.")] = 100,
+    items: Annotated[int, typer.Option(
+        min=1, help="Items appended to the trace store.")] = 2000,
+    thread_items: Annotated[int, typer.Option(
+        min=1, help="Items in the thread whose prompt is rebuilt.")] = 200,
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure (median).")] = 3,
+    json: Json = False,
+) -> None:
+    """The runtime's own overhead: per model step and per tool call against an instant replay
+    engine, trace-store writes, and prompt rebuilds. Runs in a scratch home on defaults."""
+    from opencomposer.agent.bench import run_agent_bench  # the runtime loads only here
+
+    with err.status("benchmarking the agent runtime"):
+        rows, info = asyncio.run(run_agent_bench(
+            steps=steps, calls=calls, items=items,
+            thread_items=thread_items, repeat=repeat))
+    if json:
+        print_json({**info, "rows": [{**row.__dict__, "ratio": row.ratio} for row in rows]})
+        return
+    out.print(f"{steps + 1}-step turns against an instant replay engine, {items:,} trace items, "
+              f"a {thread_items}-item thread; median of {repeat} runs")
+    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
+    for column in ("measurement", "baseline", "", "ours", "ours / baseline", "note"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        ratio = f"{row.ratio:.3g}x" if row.ratio is not None else "-"
+        table.add_row(row.name, row.baseline_label, _figure(row.baseline, row.unit),
+                      _figure(row.ours, row.unit), ratio, row.note)
+    out.print(table)

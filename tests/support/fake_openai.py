@@ -52,7 +52,40 @@ class Endless:
     interval: float = 0.02
 
 
-Scenario = Replay | Status | Endless
+@dataclass
+class Compose:
+    """Stream a reply made up on the spot, chunked as OpenAI servers send it: text in small
+    pieces, then each tool call (name first, arguments in two fragments), then usage."""
+
+    text: str = ""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def events(self) -> list[bytes]:
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+            body = {"id": "chatcmpl-c", "object": "chat.completion.chunk", "model": "fake-model",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            return f"data: {json.dumps(body)}\n\n".encode()
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [chunk({"content": self.text[i:i + 5]}) for i in range(0, len(self.text), 5)]
+        for index, (name, arguments) in enumerate(self.calls):
+            text = json.dumps(arguments)
+            half = len(text) // 2
+            events.append(chunk({"tool_calls": [{"index": index, "id": f"call_{index}",
+                                                 "type": "function",
+                                                 "function": {"name": name, "arguments": ""}}]}))
+            for piece in (text[:half], text[half:]):
+                events.append(chunk({"tool_calls": [{"index": index,
+                                                     "function": {"arguments": piece}}]}))
+        events.append(chunk({}, "tool_calls" if self.calls else "stop"))
+        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        final = {"id": "chatcmpl-c", "object": "chat.completion.chunk", "model": "fake-model",
+                 "choices": [], "usage": usage}
+        events.append(f"data: {json.dumps(final)}\n\n".encode())
+        return [*events, DONE]
+
+
+Scenario = Replay | Status | Endless | Compose
 
 
 @dataclass
@@ -134,7 +167,8 @@ class FakeOpenAI:
         await writer.drain()
 
     async def _stream(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, scenario: Replay | Endless
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        scenario: Replay | Endless | Compose,
     ) -> bool:
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -145,6 +179,12 @@ class FakeOpenAI:
             if isinstance(scenario, Endless):
                 await self._endless(writer, scenario, hangup)
                 return False
+            if isinstance(scenario, Compose):
+                for event in scenario.events():
+                    await self._chunk(writer, event)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+                return True
             return await self._replay(writer, scenario, hangup)
         finally:
             hangup.cancel()

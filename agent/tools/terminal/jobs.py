@@ -234,6 +234,24 @@ class JobManager:
             job, timed_out=not background and not job.finished, show_id=not job.finished
         )
 
+    async def capture(self, command: str, *, cwd: Path, timeout: float) -> tuple[int, str] | None:
+        """Run a short command for the runtime itself (e.g. `git status` for the prompt), in
+        the same sandbox but not as a job the model sees: (exit code, stdout), or None when
+        it did not finish within `timeout` (it is killed)."""
+        process = await self._sandbox.spawn(command, cwd=self._check_cwd(cwd), env=self._env,
+                                            network=False, stdin=False)
+        try:
+            stdout, _ = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            _signal(process, signal.SIGKILL)
+            await process.wait()
+            return None
+        except asyncio.CancelledError:
+            _signal(process, signal.SIGKILL)
+            raise
+        text = stdout.decode("utf-8", errors="replace")
+        return process.returncode or 0, self._redactor.redact(text)
+
     async def output(self, job_id: str, wait: float = 0.0) -> CommandResult:
         """Output since the last read; waits up to `wait` seconds for the job to finish."""
         if wait < 0:

@@ -36,3 +36,18 @@ def test_bench_tools_on_a_small_tree(tmp_path: Path):
     # The benchmark edits a scratch copy, never the tree it was given.
     assert sorted(p.name for p in tree.rglob("*.py"))[:2] == ["mod0.py", "mod1.py"]
     assert (tree / "pkg0/mod0.py").read_text().count("def ") == 1
+
+
+def test_bench_agent_reports_every_figure():
+    proc = subprocess.run([CLI, "bench", "agent", "--steps", "5", "--calls", "5", "--items",
+                           "200", "--thread-items", "50", "--repeat", "1", "--json"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["steps"], report["calls"], report["items"]) == (5, 5, 200)
+    names = [row["name"] for row in report["rows"]]
+    assert names == ["model step: whole turn", "model step: runtime alone",
+                     "tool call: through the runtime", "trace store: append",
+                     "trace store: size / 1,000 items", "prompt rebuild: 50 items"]
+    for row in report["rows"]:
+        assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0

@@ -1,0 +1,141 @@
+"""`opencomposer chat`: one agent turn in the terminal.
+
+The turn streams as it runs (or as raw protocol events with `--json`), approvals are asked
+at the terminal when a person is there to answer (otherwise they are denied, never silently
+granted), Ctrl-C interrupts the turn cleanly (the model stream is closed, a running command is
+killed, and what was done stays in the trace), and `--thread` continues an earlier thread.
+Exit status: 0 when the turn completed, 1 when it failed, 130 when it was interrupted.
+"""
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.prompt import Prompt
+
+from opencomposer.config import Settings
+from opencomposer.serving.cli.options import (
+    ConfigOverrides,
+    Json,
+    Workspace,
+    overrides_from,
+    settings_for,
+)
+from opencomposer.serving.cli.output import err, out
+
+_APPROVAL_PRESETS = {
+    # Read-only calls always run; the preset decides everything else.
+    "auto": {"writes_workspace": "auto", "dangerous": "auto", "network": "auto"},
+    "ask": {"writes_workspace": "ask", "dangerous": "ask", "network": "ask"},
+    "deny": {"writes_workspace": "deny", "dangerous": "deny", "network": "deny"},
+}
+_ANSWERS = {"y": "approve", "a": "approve_for_thread", "n": "deny", "s": "abort"}
+
+
+def engine_overrides(spec: str | None) -> dict[str, Any]:
+    """`--engine BACKEND:TARGET` as config overrides: `openai:URL` (any OpenAI-compatible
+    server)."""
+    if spec is None:
+        return {}
+    backend, _, target = spec.partition(":")
+    if backend == "openai" and target:
+        return {"engine.backend": "openai", "engine.base_url": target}
+    raise typer.BadParameter(f"unknown engine {spec!r}; use openai:URL, e.g. "
+                             "openai:http://127.0.0.1:30000/v1", param_hint="--engine")
+
+
+def chat(
+    request: Annotated[str, typer.Argument(help="What the agent should do.")],
+    workspace: Workspace = None,
+    engine: Annotated[str | None, typer.Option(
+        help="Model engine as BACKEND:TARGET, e.g. openai:http://127.0.0.1:30000/v1.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,
+    approval: Annotated[str | None, typer.Option(
+        help="auto: run every call; ask: ask before anything that writes or reaches out; "
+        "deny: refuse those. Default: agent.approval from the config.")] = None,
+    thread: Annotated[str | None, typer.Option(
+        "--thread", help="Continue this thread instead of starting one.")] = None,
+    config: ConfigOverrides = None,
+    json: Json = False,
+) -> None:
+    """Run one agent turn in a workspace, streamed, with approvals at the terminal."""
+    if approval is not None and approval not in _APPROVAL_PRESETS:
+        raise typer.BadParameter("use auto, ask or deny", param_hint="--approval")
+    overrides = overrides_from(config, **{"engine.model": model}, **engine_overrides(engine))
+    if approval is not None:
+        overrides.update({f"agent.approval.{k}": v for k, v in _APPROVAL_PRESETS[approval].items()})
+    root = workspace or Path.cwd()
+    settings = settings_for(root, overrides).settings
+    status = asyncio.run(_chat(settings, root, request, thread, json))
+    raise typer.Exit(status)
+
+
+async def _chat(settings: Settings, root: Path, request: str, thread_id: str | None,
+                as_json: bool) -> int:
+    from opencomposer.agent.protocol.items import TextInput
+    from opencomposer.agent.protocol.threads import TurnStatus
+    from opencomposer.agent.runtime import AgentRuntime
+    from opencomposer.agent.session import SessionError
+    from opencomposer.serving.cli.chat_render import TurnPrinter
+    from opencomposer.serving.engines import make_engine
+
+    engine = make_engine(settings.engine)
+    runtime = AgentRuntime(settings, engine)
+    try:
+        try:
+            session = (await runtime.open_thread(thread_id) if thread_id
+                       else await runtime.start_thread(root))
+        except SessionError as exc:
+            err.print(f"[red]opencomposer: {exc.message}[/]")
+            return 2
+        interactive = sys.stdin.isatty() and not as_json
+        events = session.subscribe(session.log.seq, answers_approvals=interactive)
+        turn = await session.start_turn([TextInput(text=request)])
+        if not as_json:
+            err.print(f"[dim]thread {session.thread.id} · turn {turn.id} · {root}[/]")
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(
+            session.interrupt(turn.id)))
+        printer = TurnPrinter(out)
+        try:
+            async for event in events:
+                if as_json:
+                    print(event.model_dump_json(), flush=True)
+                else:
+                    printer.show(event)
+                if event.type == "item.started" and event.item.type == "approval_request":
+                    await _ask(session, event.item, interactive)
+                if event.type == "turn.completed" and event.turn.id == turn.id:
+                    break
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            events.close()
+        ended = await session.wait(turn.id)
+        return {TurnStatus.completed: 0, TurnStatus.failed: 1}.get(ended.status, 130)
+    finally:
+        await runtime.close()
+        await engine.aclose()
+
+
+async def _ask(session: Any, item: Any, interactive: bool) -> None:
+    """Ask the person at the terminal; the turn waits for the answer."""
+    from opencomposer.agent.protocol.items import ApprovalDecision
+    from opencomposer.agent.session import SessionError
+
+    if not interactive:
+        return  # no approver subscribed: the runtime has already denied it
+    out.print(f"[yellow]? approve {item.tool}: {item.summary}[/] [dim]({item.reason})[/]")
+    choice = await asyncio.to_thread(
+        Prompt.ask, "  [y] yes  [a] yes for this thread  [n] no  [s] stop the turn",
+        choices=list(_ANSWERS), default="n", console=out)
+    message = None
+    if choice == "n":
+        message = await asyncio.to_thread(Prompt.ask, "  reason for the agent (optional)",
+                                          default="", console=out) or None
+    try:
+        session.respond_approval(item.id, ApprovalDecision(_ANSWERS[choice]), message)
+    except SessionError:
+        pass  # the turn moved on (interrupted, or the wait timed out) while we asked

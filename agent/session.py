@@ -40,12 +40,13 @@ from opencomposer.agent.protocol.items import (
     UserMessageItem,
 )
 from opencomposer.agent.protocol.methods import ApprovalRequestResponse
-from opencomposer.agent.protocol.threads import Thread, Turn
+from opencomposer.agent.protocol.threads import StopReason, Thread, Turn
 from opencomposer.agent.summarizer import summary_trigger
 from opencomposer.agent.tokens import ContextMeter
 from opencomposer.agent.tools.checkpoints import UndoScope
 from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
 from opencomposer.agent.traces.store import ModelCallRecord, Outcome, TraceStore
+from opencomposer.agent.turn import TurnRunner
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import Capture, Engine, GenerationRequest, GenerationResult
 from opencomposer.serving.engines.errors import EngineError
@@ -74,7 +75,7 @@ class SessionError(Exception):
 class _Running:
     turn: Turn
     task: "asyncio.Task[Turn]"
-    runner: Any
+    runner: TurnRunner
     steer: list[UserMessageItem] = field(default_factory=list)
 
 
@@ -112,8 +113,6 @@ class ThreadSession:
 
     async def start_turn(self, content: list[UserInput]) -> Turn:
         """Start a turn for this request; its progress arrives as events."""
-        from opencomposer.agent.turn import TurnRunner  # the runner drives the session
-
         if self._running is not None:
             raise SessionError(f"turn {self._running.turn.id} is still running; interrupt it "
                                "or add input to it with steer")
@@ -135,7 +134,7 @@ class ThreadSession:
         turn = await self.start_turn(content)
         return await self.wait(turn.id)
 
-    async def _run(self, runner: Any) -> Turn:
+    async def _run(self, runner: TurnRunner) -> Turn:
         loop = asyncio.get_running_loop()
         limit = self.settings.agent.max_wall_time
         timer = loop.call_later(limit, self._expire, runner) if limit else None
@@ -145,9 +144,7 @@ class ThreadSession:
             if timer is not None:
                 timer.cancel()
 
-    def _expire(self, runner: Any) -> None:
-        from opencomposer.agent.protocol.threads import StopReason
-
+    def _expire(self, runner: TurnRunner) -> None:
         if self._running is not None and self._running.runner is runner:
             runner.cancel_reason = StopReason.max_wall_time
             self._running.task.cancel()

@@ -209,7 +209,11 @@ class LoadedSettings:
     files: list[Path] = field(default_factory=list)
 
     def origin(self, dotted_key: str) -> str:
-        return self.origins.get(dotted_key, DEFAULT_ORIGIN)
+        if dotted_key in self.origins:
+            return self.origins[dotted_key]
+        # A table-valued setting (a dict of rules) records the origin of each of its keys.
+        inside = [o for k, o in self.origins.items() if k.startswith(dotted_key + ".")]
+        return inside[-1] if inside else DEFAULT_ORIGIN
 
     def explain(self) -> list[tuple[str, Any, str]]:
         """(key, value, origin) for every leaf setting, secrets masked."""

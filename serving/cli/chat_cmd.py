@@ -8,6 +8,7 @@ Exit status: 0 when the turn completed, 1 when it failed, 130 when it was interr
 """
 
 import asyncio
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -135,7 +136,6 @@ async def _ask(session: Any, item: Any, interactive: bool) -> None:
     if choice == "n":
         message = await asyncio.to_thread(Prompt.ask, "  reason for the agent (optional)",
                                           default="", console=out) or None
-    try:
+    # The turn may have moved on while we asked (interrupted, or the wait timed out).
+    with contextlib.suppress(SessionError):
         session.respond_approval(item.id, ApprovalDecision(_ANSWERS[choice]), message)
-    except SessionError:
-        pass  # the turn moved on (interrupted, or the wait timed out) while we asked

@@ -63,7 +63,9 @@ def test_wheel_holds_every_subpackage_and_no_bare_module(wheel: Path):
         for init in (REPO / folder).rglob("__init__.py"):
             relative = init.relative_to(REPO / folder).as_posix()
             assert f"{installed}/{relative}" in names, relative
-    for data in (REPO / "agent").rglob("*.scm"):  # data files the code loads at run time
+    data_files = [*(REPO / "agent").rglob("*.scm"), *(REPO / "agent").rglob("*.j2")]
+    assert data_files
+    for data in data_files:  # tree-sitter queries and prompt templates, loaded at run time
         relative = data.relative_to(REPO / "agent").as_posix()
         assert f"opencomposer/agent/{relative}" in names, relative
     entry_points = zipfile.ZipFile(wheel).read(
@@ -86,6 +88,7 @@ def test_installed_command_works_from_a_fresh_venv(fresh_venv: Path, tmp_path: P
     assert "engine.base_url" in run("opencomposer", "config", "show").stdout
     schema = json.loads(run("opencomposer", "protocol", "schema").stdout)
     assert "turn/start" in schema["methods"]
+    assert "no traces yet" in run("opencomposer", "traces", "list").stdout
 
     python = str(bin_dir / "python")
     located = run(python, "-c", "import opencomposer.agent.protocol, opencomposer.serving.engines"

@@ -120,7 +120,7 @@ async def _approval_turn(make_runtime, repo: Path, decision: ApprovalDecision | 
 
 
 async def test_approved_call_runs(make_runtime, repo: Path) -> None:
-    session, engine, turn = await _approval_turn(make_runtime, repo, ApprovalDecision.approve)
+    session, _, turn = await _approval_turn(make_runtime, repo, ApprovalDecision.approve)
     assert turn.status == TurnStatus.completed and not (repo / "build").exists()
     request = next(i for i in session.items if isinstance(i, ApprovalRequestItem))
     assert (request.tool, request.action_class, request.summary) == (
@@ -139,12 +139,12 @@ async def test_denied_call_tells_the_model_why(make_runtime, repo: Path) -> None
 
 
 async def test_abort_interrupts_the_turn(make_runtime, repo: Path) -> None:
-    session, engine, turn = await _approval_turn(make_runtime, repo, ApprovalDecision.abort)
+    _, engine, turn = await _approval_turn(make_runtime, repo, ApprovalDecision.abort)
     assert turn.status == TurnStatus.interrupted and len(engine.requests) == 1
 
 
 async def test_no_client_means_deny(make_runtime, repo: Path) -> None:
-    session, engine, turn = await _approval_turn(make_runtime, repo, None, subscribe=False)
+    session, _, turn = await _approval_turn(make_runtime, repo, None, subscribe=False)
     request = next(i for i in session.items if isinstance(i, ApprovalRequestItem))
     assert (request.decision, request.decided_by) == (ApprovalDecision.deny, "no_client")
     assert (repo / "build").exists()

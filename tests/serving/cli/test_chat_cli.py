@@ -82,7 +82,7 @@ def test_chat_json_streams_raw_events_and_continues_a_thread(tmp_path: Path) -> 
         second = chat("-w", str(repo), "--engine", f"openai:{fake.base_url}", "--json",
                       "--thread", thread_id, "and again")
         history = fake.requests[-1]["body"]["messages"]
-    assert [e["type"] for e in events][0] == "turn.started"
+    assert events[0]["type"] == "turn.started"
     assert events[-1]["type"] == "turn.completed"
     assert events[-1]["turn"]["status"] == "completed"
     assert second.returncode == 0

@@ -40,6 +40,7 @@ USER_ONLY_KEYS = (
     "server",
     "engine.base_url",
     "engine.api_key",
+    "engine.sglang_launch",
     "tools.allow_network",
     "agent.approval",
 )
@@ -52,15 +53,19 @@ class Section(BaseModel):
 
 
 class EngineSettings(Section):
-    backend: Literal["openai"] = "openai"
-    """Which engine serves the model. `openai`: any OpenAI-compatible server (SGLang, vLLM,
-    llama.cpp, hosted APIs), reached at `base_url`."""
+    backend: Literal["embedded", "openai", "sglang"] = "embedded"
+    """Which engine serves the model. `embedded`: the PyTorch engine in this process (CPU, or
+    CUDA when present) running `model` from `models_dir` or a folder. `openai`: any
+    OpenAI-compatible server (SGLang, vLLM, llama.cpp, hosted APIs) at `base_url`. `sglang`:
+    an SGLang server this process launches from `sglang_launch` (GPU hosts)."""
 
     base_url: str = "http://127.0.0.1:30000/v1"
     """Base URL of the OpenAI-compatible server, including `/v1` (SGLang listens on 30000)."""
 
     model: str | None = None
-    """Model id to request; unset means the first model the server lists."""
+    """Model to serve: for `embedded`, a model name (`opencomposer models list`) or a folder
+    in Hugging Face layout, `smollm2-135m` when unset; for servers, the model id to request,
+    the first one the server lists when unset."""
 
     api_key: SecretStr | None = None
     """Bearer key for the upstream server. Never logged, never shown to the model."""
@@ -79,6 +84,30 @@ class EngineSettings(Section):
     """Which server-specific request fields may be sent when training data is asked for
     (token ids, routed experts, speculative-decoding stats). `generic` sends only standard
     OpenAI fields, which every server accepts."""
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the embedded engine runs: `auto` picks CUDA when a GPU is visible."""
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights and activations of the embedded engine: `auto` is float32 on CPU and bfloat16
+    on CUDA."""
+
+    speculative: Literal["auto", "none", "mtp"] = "auto"
+    """MTP speculative decoding in the embedded engine: `auto` uses it when the model has an
+    MTP layer. Lossless: the output is what plain decoding would produce."""
+
+    draft_tokens: int = Field(default=3, ge=1, le=8)
+    """Tokens the MTP layer drafts per step."""
+
+    kv_cache_tokens: int = Field(default=16_384, ge=256)
+    """Token slots of KV cache the embedded engine allocates (shared by all requests)."""
+
+    max_batch_tokens: int = Field(default=2048, ge=16)
+    """New tokens the embedded engine processes per forward (long prompts go in chunks)."""
+
+    sglang_launch: str | None = None
+    """For `sglang`: `MODEL_PATH[,key=value...]`, e.g. `/models/DeepSeek-V3,tp=8,spec=mtp`;
+    see `opencomposer engine --help`."""
 
     text_tool_calls: Literal["auto", "off", "kimi_k2", "deepseek_v3", "hermes"] = "auto"
     """How to read tool calls that a model prints as text instead of native `tool_calls`:

@@ -179,13 +179,16 @@ async def check_engine(settings: Settings) -> Check:
         update={"max_retries": 0, "connect_timeout": _ENGINE_PROBE_TIMEOUT,
                 "idle_timeout": _ENGINE_PROBE_TIMEOUT}
     )
-    where = f"{settings.engine.backend} backend at {settings.engine.base_url}"
-    engine = make_engine(engine_settings)
+    backend = settings.engine.backend
+    where = (f"{backend} backend at {settings.engine.base_url}" if backend == "openai"
+             else f"{backend} backend")
+    engine = make_engine(engine_settings, settings.models_dir)
     try:
         models = await engine.models()
     except EngineError as exc:
-        return Check("engine", "error", exc.message,
-                     "chat and agent turns (set engine.base_url to a running server)")
+        fix = ("set engine.base_url to a running server" if backend == "openai"
+               else "see the message")
+        return Check("engine", "error", exc.message, f"chat and agent turns ({fix})")
     finally:
         await engine.aclose()
     ids = ", ".join(m.id for m in models) or "no models"

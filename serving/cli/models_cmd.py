@@ -1,4 +1,4 @@
-"""`opencomposer models list|pull`: the local model store."""
+"""`opencomposer models list|pull|init`: the local model store."""
 
 from typing import Annotated
 
@@ -15,30 +15,36 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err, out, print_json
 
-models_app = typer.Typer(help="Models: what is installed, and fetching more.",
+models_app = typer.Typer(help="Models: what is installed, fetching and creating more.",
                          no_args_is_help=True)
+
+
+def _source(model: store.PackagedModel | store.LocalModel) -> str:
+    if isinstance(model, store.LocalModel):
+        return f"local (models init {model.name})"
+    return f"{model.package}=={model.version} (PyPI)"
 
 
 @models_app.command("list")
 def list_models(workspace: Workspace = None, config: ConfigOverrides = None,
                 json: Json = False) -> None:
-    """Known models, whether each is installed, and where."""
+    """Known models, whether each is installed, where, and how to get it."""
     folder = settings_for(workspace, overrides_from(config)).settings.models_dir
     rows = [
         {"name": m.name, "installed": store.is_installed(folder, m.name),
          "path": str(store.model_dir(folder, m.name)), "licence": m.licence,
-         "purpose": m.purpose, "source": f"{m.package}=={m.version} (PyPI)"}
+         "purpose": m.purpose, "source": _source(m)}
         for m in store.MODELS.values()
     ]
     if json:
         print_json(rows)
         return
     table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
-    for column in ("model", "installed", "purpose", "licence"):
+    for column in ("model", "installed", "purpose", "source"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["name"], "yes" if row["installed"] else "no", row["purpose"],
-                      row["licence"])
+                      row["source"])
     out.print(table)
     out.print(f"\nmodel store: {folder}")
 
@@ -61,3 +67,27 @@ def pull(
             err.print(f"[red]cannot pull {name}[/]: {exc}")
             raise typer.Exit(1) from None
     out.print(f"{name} installed in {path}")
+
+
+@models_app.command("init")
+def init(
+    name: Annotated[str, typer.Argument(help="A model created here, as listed by `models list`.")],
+    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Replace the model if it exists "
+                                        "(trained weights included).")] = False,
+    workspace: Workspace = None,
+    config: ConfigOverrides = None,
+) -> None:
+    """Create a local model (architecture, tokenizer, seeded random weights) for training."""
+    folder = settings_for(workspace, overrides_from(config)).settings.models_dir
+    if store.is_installed(folder, name) and not force:
+        out.print(f"{name} already exists in {store.model_dir(folder, name)} "
+                  "(--force replaces it)")
+        return
+    with err.status(f"creating {name}"):
+        try:
+            path = store.init(name, folder, seed=seed, force=force)
+        except store.ModelPullError as exc:
+            err.print(f"[red]cannot create {name}[/]: {exc}")
+            raise typer.Exit(1) from None
+    out.print(f"{name} created in {path} (seed {seed})")

@@ -25,6 +25,32 @@ ConfigOverrides = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+EngineSpec = Annotated[
+    str | None,
+    typer.Option(
+        "--engine", metavar="BACKEND:TARGET",
+        help="The model engine: embedded:MODEL (a model name or folder, run in this process), "
+        "openai:URL (any OpenAI-compatible server) or sglang:MODEL_PATH[,key=value...] "
+        "(launch SGLang; GPU hosts). Default: engine.* from the config.",
+    ),
+]
+
+
+def engine_overrides(spec: str | None) -> dict[str, Any]:
+    """`--engine BACKEND:TARGET` as config overrides."""
+    if spec is None:
+        return {}
+    backend, _, target = spec.partition(":")
+    if target:
+        if backend == "openai":
+            return {"engine.backend": "openai", "engine.base_url": target}
+        if backend == "embedded":
+            return {"engine.backend": "embedded", "engine.model": target}
+        if backend == "sglang":
+            return {"engine.backend": "sglang", "engine.sglang_launch": target}
+    raise typer.BadParameter(
+        f"unknown engine {spec!r}; use embedded:MODEL, openai:URL or sglang:MODEL_PATH",
+        param_hint="--engine")
 
 
 def overrides_from(assignments: list[str] | None, **flags: Any) -> dict[str, Any]:

@@ -75,7 +75,8 @@ def test_protocol_schema_to_stdout_and_file(tmp_path: Path):
 
 def test_doctor_json_reports_what_works_here():
     with ThreadedFakeOpenAI() as fake:
-        data = json.loads(run("doctor", "--json", "-c", f"engine.base_url={fake.base_url}").stdout)
+        data = json.loads(run("doctor", "--json", "-c", "engine.backend=openai",
+                              "-c", f"engine.base_url={fake.base_url}").stdout)
     checks = {c["name"]: c for c in data["checks"]}
     assert set(checks) == {"config", "python", "torch", "cuda", "gpu extra", "sandbox", "ripgrep",
                            "git", "neovim", "node", "data folder", "local models", "engine"}
@@ -101,7 +102,8 @@ def test_doctor_reports_a_broken_config_instead_of_crashing(tmp_path: Path):
 
 
 def test_doctor_table_for_humans():
-    out = run("doctor", "-c", "engine.base_url=http://127.0.0.1:9/v1", COLUMNS="250").stdout
+    out = run("doctor", "-c", "engine.backend=openai", "-c", "engine.base_url=http://127.0.0.1:9/v1",
+              COLUMNS="250").stdout
     assert "sandbox" in out and "engine" in out
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in out
 
@@ -127,7 +129,7 @@ def test_engine_generate_json_with_tools(tmp_path: Path):
     with ThreadedFakeOpenAI() as fake:
         fake.enqueue(Replay("tool_call_fragmented"))
         proc = run("engine", "generate", "read it", "--json", "--tools", str(tools),
-                   "-c", f"engine.base_url={fake.base_url}")
+                   "--engine", f"openai:{fake.base_url}")
         sent_tools = fake.requests[0]["body"]["tools"]
     data = json.loads(proc.stdout)
     assert data["tool_calls"] == [

@@ -1,0 +1,101 @@
+"""Mixture-of-experts reference kernels: DeepSeek-V3 routing and SwiGLU experts.
+
+`route_grouped_topk` is DeepSeek-V3's `noaux_tc` router (also Kimi K2's): the bias-corrected
+scores pick the experts, the uncorrected scores weight them. It runs the same tensor ops in the
+same order as transformers' `DeepseekV3TopkRouter`, so on the same device the two agree bit for
+bit; the order of the k columns is whatever `topk(sorted=False)` gives, and callers treat each
+row as a set.
+
+`moe_experts` is the layout every fast MoE kernel uses, in plain PyTorch: sort the (token,
+slot) pairs by expert (`permute`), run one GEMM per expert over its contiguous run
+(`grouped_gemm`), then scatter the results back to their slots and take the weighted sum.
+Summing over each token's k slots (instead of `index_add` by token) keeps the result
+deterministic on every device.
+"""
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def route_grouped_topk(router_logits: Tensor, *, top_k: int, n_group: int, topk_group: int,
+                       correction_bias: Tensor | None,
+                       scoring: Literal["sigmoid", "softmax"],
+                       norm_topk_prob: bool, routed_scaling_factor: float
+                       ) -> tuple[Tensor, Tensor]:
+    """[T, E] router logits -> ([T, top_k] float32 weights, [T, top_k] int64 expert ids).
+
+    Experts are split into `n_group` equal groups; each group is scored by the sum of its two
+    best bias-corrected scores, only the `topk_group` best groups stay eligible, and the
+    `top_k` best eligible experts are chosen. Their weights are the scores *without* the
+    bias (the bias only balances load), renormalized to sum to one when `norm_topk_prob`,
+    then multiplied by `routed_scaling_factor`.
+    """
+    num_tokens, num_experts = router_logits.shape
+    if num_experts % n_group or not 1 <= topk_group <= n_group:
+        raise ValueError(f"{num_experts} experts cannot form {n_group} groups, keeping "
+                         f"{topk_group}")
+    logits = router_logits.float()
+    if scoring == "sigmoid":
+        scores = logits.sigmoid()
+    elif scoring == "softmax":
+        scores = logits.softmax(dim=-1)
+    else:
+        raise ValueError(f"unknown scoring function {scoring!r}")
+    for_choice = scores if correction_bias is None else scores + correction_bias.float()
+
+    group_size = num_experts // n_group
+    group_scores = (for_choice.view(num_tokens, n_group, group_size)
+                    .topk(min(2, group_size), dim=-1)[0].sum(dim=-1))
+    group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+    expert_mask = group_mask.unsqueeze(-1).expand(-1, -1, group_size).reshape(num_tokens, -1)
+    for_choice = for_choice.masked_fill(~expert_mask.bool(), float("-inf"))
+    ids = torch.topk(for_choice, k=top_k, dim=-1, sorted=False)[1]
+
+    weights = scores.gather(1, ids)
+    if norm_topk_prob:
+        # The epsilon is DeepSeek's; it only matters when every chosen score underflows to 0.
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return weights * routed_scaling_factor, ids
+
+
+def permute(ids: Tensor, num_experts: int) -> tuple[Tensor, Tensor]:
+    """[T, k] expert ids -> (order, counts): `order` ([T * k]) lists the flattened
+    (token, slot) indices grouped by expert, in token order within an expert (stable sort);
+    `counts` ([num_experts]) is the length of each expert's run, zero for unused experts."""
+    flat = ids.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=num_experts)
+    return order, counts
+
+
+def grouped_gemm(x_sorted: Tensor, w: Tensor, counts: Tensor) -> Tensor:
+    """Rows grouped by expert ([N, in], runs of `counts`) times each run's expert weight
+    ([E, out, in], nn.Linear layout) -> [N, out]."""
+    out = x_sorted.new_empty(x_sorted.shape[0], w.shape[1])
+    start = 0
+    for expert, count in enumerate(counts.tolist()):
+        if count:
+            out[start:start + count] = x_sorted[start:start + count] @ w[expert].T
+        start += count
+    return out
+
+
+def moe_experts(x: Tensor, ids: Tensor, weights: Tensor, w_gate: Tensor, w_up: Tensor,
+                w_down: Tensor) -> Tensor:
+    """Σ_j weights[t, j] · down(silu(gate(x[t])) * up(x[t])) over the experts ids[t, j].
+
+    x: [T, d]; ids, weights: [T, k]; w_gate, w_up: [E, f, d]; w_down: [E, d, f]. The
+    weighted sum is taken in float32 and cast back to x's dtype."""
+    num_tokens, top_k = ids.shape
+    order, counts = permute(ids, w_gate.shape[0])
+    x_sorted = x[order // top_k]
+    hidden = F.silu(grouped_gemm(x_sorted, w_gate, counts)) * grouped_gemm(x_sorted, w_up, counts)
+    y_sorted = grouped_gemm(hidden, w_down, counts)
+    y = torch.empty_like(y_sorted)
+    y[order] = y_sorted
+    y = y.view(num_tokens, top_k, -1).float() * weights.unsqueeze(-1).float()
+    return y.sum(dim=1).to(x.dtype)

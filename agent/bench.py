@@ -62,6 +62,7 @@ from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.todo import TodoWrite, TodoWriteArgs
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.agent.traces.store import TraceStore
+from opencomposer.benchmark import Row
 from opencomposer.config import Settings, ToolSettings
 from opencomposer.serving.engines.base import (
     ChatMessage,
@@ -83,20 +84,6 @@ _WORDS = ("the", "value", "config", "returns", "parse", "request", "handler", "N
           "index", "file", "line", "update", "result", "engine", "thread", "item", "step")
 
 
-@dataclass
-class Row:
-    name: str
-    baseline_label: str
-    baseline: float | None
-    ours: float
-    unit: str
-    """`s` (printed in ms), `items/s` or `KB`."""
-
-    note: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        return self.ours / self.baseline if self.baseline else None
 
 
 @dataclass

@@ -92,6 +92,11 @@ class EngineSettings(Section):
     """Weights and activations of the embedded engine: `auto` is float32 on CPU and bfloat16
     on CUDA."""
 
+    threads: int | None = Field(default=None, ge=1)
+    """CPU threads for the embedded engine's math (process-wide); unset keeps PyTorch's
+    default of one per core. On a small machine shared with other work, 1 is often faster:
+    measured on 2 busy cores, OpenMP threads spin waiting for a descheduled peer."""
+
     speculative: Literal["auto", "none", "mtp"] = "auto"
     """MTP speculative decoding in the embedded engine: `auto` uses it when the model has an
     MTP layer. Lossless: the output is what plain decoding would produce."""

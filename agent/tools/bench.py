@@ -15,13 +15,13 @@ import sysconfig
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from opencomposer.agent.tools.code_index.symbol_index import SymbolIndex
 from opencomposer.agent.tools.harness import ToolHarness
 from opencomposer.agent.tools.search import list_workspace_files, ripgrep
 from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.benchmark import Row
 from opencomposer.config import ToolSettings
 from opencomposer.paths import find_program
 
@@ -35,18 +35,6 @@ EXTRA_PACKAGES = ("pydantic", "fastapi", "starlette", "httpx", "rich", "typer", 
 _SKIP = shutil.ignore_patterns("__pycache__", "site-packages", "*.pyc")
 
 
-@dataclass
-class Row:
-    name: str
-    baseline_label: str
-    baseline: float | None
-    ours: float
-    unit: str
-    note: str = ""
-
-    @property
-    def ratio(self) -> float | None:
-        return self.ours / self.baseline if self.baseline else None
 
 
 def default_sources() -> dict[str, Path]:

@@ -5,19 +5,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
-from opencomposer.serving.cli.output import err, out, print_json
+from opencomposer.serving.cli.output import err, print_bench
 
 bench_app = typer.Typer(help="Benchmarks: ours beside a baseline, as a ratio.",
                         no_args_is_help=True)
-
-
-def _seconds(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value * 1000:.1f} ms" if unit == "s" and value < 1 else f"{value:.3g} {unit}"
 
 
 @bench_app.command("tools")
@@ -38,28 +31,8 @@ def tools(
     with err.status("benchmarking the tools (a minute or two)"):
         rows, info = asyncio.run(run_tool_bench(tree, settings.models_dir, repeat=repeat,
                                                 semantic_files=semantic_files))
-    if json:
-        print_json({**info, "rows": [{**row.__dict__, "ratio": row.ratio} for row in rows]})
-        return
-    out.print(f"tree: {info['files']:,} files, {info['lines']:,} lines "
-              f"({', '.join(info['sources'])})")
-    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
-    for column in ("measurement", "baseline", "", "ours", "ours / baseline", "note"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        ratio = f"{row.ratio:.3g}x" if row.ratio is not None else ""
-        table.add_row(row.name, row.baseline_label, _seconds(row.baseline, row.unit),
-                      _seconds(row.ours, row.unit), ratio, row.note)
-    out.print(table)
-
-
-def _figure(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    if unit == "s":
-        ms = value * 1000
-        return f"{ms:.2f} ms" if ms >= 1 else f"{ms:.3g} ms"
-    return f"{value:,.0f} {unit}"
+    print_bench(rows, info, f"tree: {info['files']:,} files, {info['lines']:,} lines "
+                            f"({', '.join(info['sources'])})", json)
 
 
 @bench_app.command("agent")
@@ -83,16 +56,6 @@ def agent(
         rows, info = asyncio.run(run_agent_bench(
             steps=steps, calls=calls, items=items,
             thread_items=thread_items, repeat=repeat))
-    if json:
-        print_json({**info, "rows": [{**row.__dict__, "ratio": row.ratio} for row in rows]})
-        return
-    out.print(f"{steps + 1}-step turns against an instant replay engine, {items:,} trace items, "
-              f"a {thread_items}-item thread; median of {repeat} runs")
-    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
-    for column in ("measurement", "baseline", "", "ours", "ours / baseline", "note"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        ratio = f"{row.ratio:.3g}x" if row.ratio is not None else "-"
-        table.add_row(row.name, row.baseline_label, _figure(row.baseline, row.unit),
-                      _figure(row.ours, row.unit), ratio, row.note)
-    out.print(table)
+    print_bench(rows, info, f"{steps + 1}-step turns against an instant replay engine, "
+                            f"{items:,} trace items, a {thread_items}-item thread; median of "
+                            f"{repeat} runs", json)

@@ -54,7 +54,7 @@ def chat(
     """Run one agent turn in a workspace, streamed, with approvals at the terminal."""
     if approval is not None and approval not in _APPROVAL_PRESETS:
         raise typer.BadParameter("use auto, ask or deny", param_hint="--approval")
-    overrides = overrides_from(config, **{"engine.model": model}, **engine_overrides(engine))
+    overrides = overrides_from(config, **{**engine_overrides(engine), "engine.model": model})
     if approval is not None:
         overrides.update({f"agent.approval.{k}": v for k, v in _APPROVAL_PRESETS[approval].items()})
     root = workspace or Path.cwd()

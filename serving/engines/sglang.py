@@ -297,6 +297,11 @@ class SGLangEngine:
         self._client: OpenAIEngine | None = None
         self._tail: deque[str] = deque(maxlen=_TAIL_LINES)
 
+    @property
+    def launch(self) -> SGLangLaunch:
+        """What the server is (or will be) launched with."""
+        return self._launch
+
     async def models(self) -> list[ModelInfo]:
         return await (await self._started()).models()
 

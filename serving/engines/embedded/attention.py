@@ -44,6 +44,8 @@ class ForwardContext:
     routed_experts: list[Tensor] = field(default_factory=list)
     """One [T, top_k] int32 tensor per MoE layer, in layer order, when captured."""
 
+    _masks: dict[int, Tensor] = field(default_factory=dict, repr=False)
+
     @classmethod
     def build(cls, block_tables: list[list[int]], query_lens: list[int],
               context_lens: list[int], block_size: int, *,
@@ -80,6 +82,14 @@ class ForwardContext:
     def num_tokens(self) -> int:
         return int(self.slot_mapping.numel())
 
+    def mask(self, index: int) -> Tensor:
+        """The causal mask of sequence `index`, built once per forward and shared by every
+        layer, on the device of the positions."""
+        if index not in self._masks:
+            new, total = self.query_lens[index], self.context_lens[index]
+            self._masks[index] = causal_mask(new, total).to(self.positions.device)
+        return self._masks[index]
+
     def runs(self) -> list[tuple[int, int, int]]:
         """(start, query_len, context_len) of each sequence's new tokens in the batch."""
         out, start = [], 0
@@ -106,16 +116,16 @@ def paged_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, ctx: ForwardCon
     """Causal attention of the new tokens' queries ([T, H, D]) over each sequence's cached keys
     and values ([slots, H_kv, D] / [slots, H_kv, D_v]); GQA when H is a multiple of H_kv.
     Returns [T, H, D_v]."""
-    heads, kv_heads = q.shape[1], k_cache.shape[1]
+    heads = q.shape[1]
     out = q.new_empty(q.shape[0], heads, v_cache.shape[-1])
-    for (start, new, total), slots in zip(ctx.runs(), ctx.gather_indices, strict=True):
+    for index, ((start, new, _), slots) in enumerate(zip(ctx.runs(), ctx.gather_indices,
+                                                          strict=True)):
         keys = k_cache.index_select(0, slots).to(q.dtype)
         values = v_cache.index_select(0, slots).to(q.dtype)
-        if kv_heads != heads:
-            keys = keys.repeat_interleave(heads // kv_heads, dim=1)
-            values = values.repeat_interleave(heads // kv_heads, dim=1)
+        # 4-D inputs: on CPU, 3-D ones take a path measured 4.5x slower at 512 tokens.
         attended = F.scaled_dot_product_attention(
-            q[start:start + new].transpose(0, 1), keys.transpose(0, 1),
-            values.transpose(0, 1), attn_mask=causal_mask(new, total), scale=scale)
-        out[start:start + new] = attended.transpose(0, 1)
+            q[start:start + new].transpose(0, 1)[None], keys.transpose(0, 1)[None],
+            values.transpose(0, 1)[None], attn_mask=ctx.mask(index), scale=scale,
+            enable_gqa=keys.shape[1] != heads)
+        out[start:start + new] = attended[0].transpose(0, 1)
     return out

@@ -11,6 +11,8 @@ and it goes back to the front of the queue to be recomputed (its committed token
 from collections import deque
 from dataclasses import dataclass, field
 
+import torch
+
 from opencomposer.serving.engines.embedded.block_manager import BlockManager, OutOfBlocks
 from opencomposer.serving.engines.embedded.sequence import Sequence, Status
 
@@ -83,6 +85,12 @@ class Scheduler:
                     seq.finish("length")  # larger than the whole cache: it can never run
                 break
             self.waiting.popleft()
+            # Shared prefix blocks hold MTP entries too, exact when the request that wrote them
+            # speculated (same tokens, same hidden states); otherwise they only lower
+            # acceptance, never change the output, so drafting can start right after them.
+            seq.mtp_len = seq.num_cached
+            if seq.routed_experts:  # re-admitted after preemption: recomputed rows come again
+                seq.routed_experts = [torch.cat(seq.routed_experts)[:seq.num_cached]]
             seq.status = Status.RUNNING
             self.running.append(seq)
             take = min(len(seq.token_ids) - seq.num_cached, budget)

@@ -11,12 +11,14 @@ first use, off the event loop.
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from jinja2.exceptions import TemplateError
 from tokenizers import Tokenizer
 
 from opencomposer.config import EngineSettings
@@ -39,14 +41,20 @@ from opencomposer.serving.engines.base import (
 from opencomposer.serving.engines.embedded.chat_format import ChatFormat, chat_format_for
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
-from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence
-from opencomposer.serving.engines.embedded.worker import EngineWorker
+from opencomposer.serving.engines.embedded.sequence import SamplingOptions
+from opencomposer.serving.engines.embedded.worker import EngineWorker, Progress, WorkerClosed
 from opencomposer.serving.engines.errors import (
     ContextLengthExceeded,
+    EngineError,
     EngineRequestError,
+    EngineServerError,
     EngineUnavailable,
 )
-from opencomposer.serving.engines.tool_text import ParsedToolCall, ToolTextParser
+from opencomposer.serving.engines.tool_text import (
+    ParsedToolCall,
+    ToolTextFormat,
+    ToolTextParser,
+)
 
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_MAX_TOKENS = 1024
@@ -73,6 +81,13 @@ def resolve_model(settings: EngineSettings, models_dir: Path) -> tuple[str, Path
     raise EngineUnavailable(f"model {name!r} is not available here: {hint}")
 
 
+def context_window(max_positions: int, settings: EngineSettings) -> int:
+    """Prompt plus completion tokens one request can hold: the model's positions, or the KV
+    cache when it is smaller (a request must fit in the cache alone)."""
+    block = EngineConfig.block_size
+    return min(max_positions, settings.kv_cache_tokens // block * block)
+
+
 def choose_device(setting: str) -> torch.device:
     if setting == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -87,6 +102,8 @@ def choose_dtype(setting: str, device: torch.device) -> torch.dtype:
 
 class _Loaded:
     def __init__(self, name: str, folder: Path, settings: EngineSettings) -> None:
+        if settings.threads:
+            torch.set_num_threads(settings.threads)
         device = choose_device(settings.device)
         self.name = name
         self.model = load_model(folder, device=device,
@@ -100,6 +117,7 @@ class _Loaded:
         self.worker = EngineWorker(LLMEngine(self.model, EngineConfig(
             kv_cache_tokens=settings.kv_cache_tokens,
             max_batch_tokens=settings.max_batch_tokens)))
+        self.context = context_window(self.model.max_positions, settings)
         wanted = settings.speculative != "none" and self.model.num_mtp_layers > 0
         self.draft_tokens = settings.draft_tokens if wanted else 0
 
@@ -117,8 +135,10 @@ class EmbeddedEngine:
         """The served model, from its config alone (its weights load on first generation)."""
         name, folder = resolve_model(self.settings, self.models_dir)
         config = json.loads((folder / "config.json").read_text())
-        return [ModelInfo(id=name, context_window=config.get("max_position_embeddings"),
-                          owned_by="opencomposer")]
+        positions = config.get("max_position_embeddings")
+        return [ModelInfo(id=name, owned_by="opencomposer",
+                          context_window=context_window(positions, self.settings)
+                          if isinstance(positions, int) else None)]
 
     async def _load(self) -> _Loaded:
         async with self._loading:
@@ -132,95 +152,161 @@ class EmbeddedEngine:
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
         loaded = await self._load()
-        prompt_text = loaded.format.render(request.messages, request.tools)
+        try:
+            prompt_text = loaded.format.render(request.messages, request.tools)
+        except TemplateError as exc:
+            raise EngineRequestError(f"the chat template of {loaded.name!r} refused the "
+                                     f"conversation: {exc}") from exc
         prompt = loaded.tokenizer.encode(prompt_text, add_special_tokens=False).ids
-        context = loaded.model.max_positions
         sampling = request.sampling
-        budget = min(sampling.max_tokens or DEFAULT_MAX_TOKENS, context - len(prompt))
+        budget = min(sampling.max_tokens or DEFAULT_MAX_TOKENS, loaded.context - len(prompt))
         if budget <= 0:
-            raise ContextLengthExceeded(f"the prompt has {len(prompt)} tokens; the model's "
-                                        f"context is {context}")
+            limit = (f"the model's context is {loaded.context}"
+                     if loaded.context == loaded.model.max_positions else
+                     f"the KV cache holds {loaded.context} (engine.kv_cache_tokens)")
+            raise ContextLengthExceeded(f"the prompt has {len(prompt)} tokens and {limit}")
         options = SamplingOptions(
             temperature=sampling.temperature or 0.0, top_p=sampling.top_p or 1.0,
             top_k=sampling.top_k or 0, max_tokens=budget, seed=sampling.seed,
             stop_token_ids=loaded.stop_ids, logprobs=request.capture.logprobs,
             capture_experts=request.capture.routed_experts, draft_tokens=loaded.draft_tokens)
-        stream = _TextStream(loaded, sampling.stop, request.tool_choice != "none")
-        seq: Sequence | None = None
-        async for seq in loaded.worker.run(prompt, options):
-            for event in stream.feed(seq):
-                yield event
-            if stream.stopped:
-                break
-        if seq is None:
-            raise EngineRequestError("the engine produced nothing for this request")
-        for event in stream.finish():
+        text = TextAssembler(
+            loaded.tokenizer, loaded.format.tool_format if request.tool_choice != "none" else None,
+            stop=sampling.stop, skip_ids=loaded.stop_ids)
+        last: Progress | None = None
+        try:
+            async with aclosing(loaded.worker.run(prompt, options)) as progress:
+                async for last in progress:
+                    for event in text.feed(last.output_ids[text.tokens:]):
+                        yield event
+                    if text.stopped:
+                        break  # a stop string: closing `progress` aborts the request
+        except WorkerClosed as exc:
+            raise EngineUnavailable("the embedded engine was shut down before the request "
+                                    "finished") from exc
+        except ValueError as exc:
+            raise EngineRequestError(f"the embedded engine refused the request: {exc}") from exc
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineServerError(f"the embedded engine failed: {exc!r}") from exc
+        if last is None:
+            raise EngineServerError("the embedded engine produced nothing for this request")
+        for event in text.finish():
             yield event
-        yield Finished(self._result(loaded, seq, stream, request))
+        yield Finished(self._result(loaded, prompt, last, text, request))
 
-    def _result(self, loaded: _Loaded, seq: Sequence, stream: "_TextStream",
+    def _result(self, loaded: _Loaded, prompt: list[int], last: Progress, text: "TextAssembler",
                 request: GenerationRequest) -> GenerationResult:
-        reason: FinishReason = "stop" if stream.stopped else _FINISH.get(seq.finish_reason, "stop")
-        if stream.calls:
-            reason = "tool_calls"
-        experts = (np.concatenate([e.numpy() for e in seq.routed_experts])
-                   if seq.routed_experts else None)
+        capture = request.capture
+        experts = (np.concatenate([e.numpy() for e in last.routed_experts])
+                   if last.routed_experts else None)
         tokens = TokenTrace(
-            prompt_token_ids=seq.token_ids[:seq.prompt_len] if request.capture.token_ids
-            else None,
-            completion_token_ids=seq.output_ids if request.capture.token_ids else None,
-            logprobs=seq.logprobs or None, routed_experts=experts,
+            prompt_token_ids=list(prompt) if capture.token_ids else None,
+            completion_token_ids=list(last.output_ids) if capture.token_ids else None,
+            logprobs=last.logprobs or None, routed_experts=experts,
             weights_version=getattr(loaded.model, "weights_version", None))
-        spec = seq.spec
+        spec = last.spec
         return GenerationResult(
-            text=stream.text, tool_calls=stream.calls, finish_reason=reason,
-            usage=Usage(seq.prompt_len, len(seq.output_ids), 0), model=loaded.name,
+            text=text.text, tool_calls=text.calls,
+            finish_reason=text.finish_reason(last.finish_reason),
+            usage=Usage(len(prompt), len(last.output_ids), 0), model=loaded.name,
             tokens=tokens,
             spec=SpecDecodeStats(spec.verify_steps, spec.accept_length, spec.accept_rate)
             if spec.verify_steps else None)
 
     async def aclose(self) -> None:
-        if self._loaded is not None:
-            await asyncio.to_thread(self._loaded.worker.close)
-            self._loaded = None
+        """Stop the worker and drop the model: requests in flight fail with
+        `EngineUnavailable`, and a later generation loads the model again."""
+        async with self._loading:
+            loaded, self._loaded = self._loaded, None
+        if loaded is not None:
+            await asyncio.to_thread(loaded.worker.close)
 
 
-class _TextStream:
-    """Incremental detokenization, stop strings and tool-call parsing for one request."""
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
-    def __init__(self, loaded: _Loaded, stop: list[str], tools: bool) -> None:
-        self._tokenizer = loaded.tokenizer
-        self._parser = ToolTextParser((loaded.format.tool_format,)) if tools else None
-        self._stop = stop
-        self._decoded = ""
-        self._seen = 0
+
+class TextAssembler:
+    """One request's output tokens -> stream events: incremental detokenization (a character
+    whose bytes span tokens comes out whole), stop strings (the text ends before the first
+    one, which is never emitted, even in part) and tool calls printed in `tool_format`
+    (None: all output is text)."""
+
+    def __init__(self, tokenizer: Tokenizer, tool_format: ToolTextFormat | None, *,
+                 stop: Iterable[str] = (), skip_ids: Collection[int] = (),
+                 new_call_id: Callable[[], str] = new_call_id) -> None:
+        self._tokenizer = tokenizer
+        self._parser = ToolTextParser((tool_format,)) if tool_format else None
+        self._stop = tuple(s for s in stop if s)
+        self._skip = skip_ids
+        self._new_call_id = new_call_id
+        self._ids: list[int] = []
+        self._prefix = 0
+        """Start of the tokens decoded for context only (their text is already out)."""
+        self._read = 0
+        """Start of the tokens whose text is not out yet."""
+        self._pending = ""
+        """Decoded text held back: it may be the start of a stop string."""
+        self.tokens = 0
+        """Tokens fed so far, skipped ones included."""
         self.text = ""
         self.calls: list[ToolCall] = []
         self.stopped = False
 
-    def feed(self, seq: Sequence) -> list[EngineEvent]:
-        ids = [t for t in seq.output_ids if t not in seq.options.stop_token_ids]
-        decoded = self._tokenizer.decode(ids, skip_special_tokens=False)
-        if not seq.finished and decoded.endswith("\ufffd"):
-            return []  # a character split across tokens: wait for the rest of its bytes
-        new, self._decoded = decoded[len(self._decoded):], decoded
-        for stop in self._stop:
-            cut = (self.text + new).find(stop)
-            if cut >= 0:
-                new = (self.text + new)[len(self.text):cut]
-                self.stopped = True
-                break
-        return self._emit(self._parser.feed(new) if self._parser else [new])
+    def feed(self, token_ids: Iterable[int]) -> list[EngineEvent]:
+        """Events for the next tokens of the output."""
+        for token in token_ids:
+            self.tokens += 1
+            if token not in self._skip:
+                self._ids.append(token)
+        if self.stopped:
+            return []
+        return self._text(self._decode(final=False), final=False)
 
     def finish(self) -> list[EngineEvent]:
-        return self._emit(self._parser.finish()) if self._parser else []
+        """Events for what is still held back, at the end of the output."""
+        events = [] if self.stopped else self._text(self._decode(final=True), final=True)
+        if self._parser:
+            events += self._emit(self._parser.finish())
+        return events
+
+    def finish_reason(self, engine_reason: str | None) -> FinishReason:
+        """The request's finish reason, given the engine's (`stop`, `length`, `abort`)."""
+        if self.calls:
+            return "tool_calls"
+        return "stop" if self.stopped else _FINISH.get(engine_reason, "stop")
+
+    def _decode(self, *, final: bool) -> str:
+        """Text of the tokens not decoded yet, once it does not end inside a character."""
+        if self._read == len(self._ids):
+            return ""
+        decode = self._tokenizer.decode
+        known = decode(self._ids[self._prefix:self._read], skip_special_tokens=False)
+        full = decode(self._ids[self._prefix:], skip_special_tokens=False)
+        if not final and (full.endswith("\ufffd") or len(full) <= len(known)):
+            return ""  # bytes of a character still to come
+        self._prefix, self._read = self._read, len(self._ids)
+        return full[len(known):]
+
+    def _text(self, new: str, *, final: bool) -> list[EngineEvent]:
+        text = self._pending + new
+        self._pending = ""
+        cut = min((pos for s in self._stop if (pos := text.find(s)) >= 0), default=-1)
+        if cut >= 0:
+            text, self.stopped = text[:cut], True
+        elif not final and self._stop:
+            held = _stop_prefix(text, self._stop)
+            text, self._pending = text[:len(text) - held], text[len(text) - held:]
+        return self._emit(self._parser.feed(text) if self._parser else [text])
 
     def _emit(self, parsed: list[Any]) -> list[EngineEvent]:
         events: list[EngineEvent] = []
         for piece in parsed:
             if isinstance(piece, ParsedToolCall):
                 index = len(self.calls)
-                call = ToolCall(id=piece.id or f"call_{uuid.uuid4().hex[:12]}", name=piece.name,
+                call = ToolCall(id=piece.id or self._new_call_id(), name=piece.name,
                                 arguments=piece.arguments)
                 self.calls.append(call)
                 events += [ToolCallStarted(index, call.id, call.name),
@@ -231,3 +317,11 @@ class _TextStream:
                     self.text += text
                     events.append(TextDelta(text))
         return events
+
+
+def _stop_prefix(text: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest end of `text` that could begin a stop string."""
+    for size in range(min(len(text), max(map(len, stops)) - 1), 0, -1):
+        if any(stop.startswith(text[-size:]) for stop in stops):
+            return size
+    return 0

@@ -2,9 +2,10 @@
 
 Forward passes are long, blocking PyTorch calls, so they cannot run on the event loop: one
 worker thread owns the `LLMEngine` and steps it while any request is unfinished. Requests and
-aborts cross over through a lock-protected inbox; each request's progress (its sequence after
-every step that advanced it) comes back to its asyncio queue with `call_soon_threadsafe`. All
-requests in flight share every forward: that is the continuous batching.
+aborts cross over through a lock-protected inbox; each request's progress comes back to its
+asyncio queue with `call_soon_threadsafe`, as a `Progress` copied on the worker thread after
+every step that advanced it (the engine keeps changing its sequences, so the event loop never
+reads one). All requests in flight share every forward: that is the continuous batching.
 """
 
 import asyncio
@@ -12,8 +13,35 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from torch import Tensor
+
 from opencomposer.serving.engines.embedded.engine import LLMEngine
-from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence
+from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence, SpecStats
+
+
+class WorkerClosed(Exception):
+    """The worker was shut down before the request finished."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A request's state after a step, as of that step."""
+
+    output_ids: list[int]
+    """Every token sampled so far (stop tokens included)."""
+
+    finished: bool
+    finish_reason: str | None
+    logprobs: list[float]
+    routed_experts: list[Tensor]
+    spec: SpecStats
+
+    @classmethod
+    def of(cls, seq: Sequence) -> "Progress":
+        spec = seq.spec
+        return cls(seq.output_ids, seq.finished, seq.finish_reason, list(seq.logprobs),
+                   list(seq.routed_experts),
+                   SpecStats(spec.verify_steps, spec.drafted, spec.accepted))
 
 
 @dataclass(eq=False)
@@ -36,30 +64,34 @@ class EngineWorker:
         self._thread = threading.Thread(target=self._loop, name="embedded-engine", daemon=True)
         self._thread.start()
 
-    async def run(self, prompt: list[int], options: SamplingOptions) -> AsyncIterator[Sequence]:
-        """The request's sequence after each step that advanced it, until it finishes.
-        Closing the iterator early aborts the request and frees its blocks."""
+    async def run(self, prompt: list[int], options: SamplingOptions) -> AsyncIterator[Progress]:
+        """The request's progress after each step that advanced it, until it finishes.
+        Closing the iterator early aborts the request and frees its blocks. Raises what
+        admitting or stepping the request raised, or `WorkerClosed`."""
         request = _Request(prompt, options, asyncio.get_running_loop())
         with self._wake:
             if self._closed:
-                raise RuntimeError("the engine has been shut down")
+                raise WorkerClosed("the engine has been shut down")
             self._inbox.append(request)
             self._wake.notify()
+        done = False
         try:
-            while True:
+            while not done:
                 item = await request.queue.get()
                 if isinstance(item, BaseException):
+                    done = True
                     raise item
+                done = item.finished
                 yield item
-                if item.finished:
-                    return
         finally:
-            if request.seq is None or not request.seq.finished:
+            if not done:
                 with self._wake:
                     request.aborted = True
                     self._wake.notify()
 
     def close(self) -> None:
+        """Stop the thread (after the forward in progress); requests in flight fail with
+        `WorkerClosed`."""
         with self._wake:
             self._closed = True
             self._wake.notify()
@@ -72,6 +104,9 @@ class EngineWorker:
                            or any(r.aborted for r in self._live)):
                     self._wake.wait()
                 if self._closed:
+                    self._fail([*self._inbox, *self._live],
+                               WorkerClosed("the engine was shut down"))
+                    self._inbox = []
                     return
                 arrived, self._inbox = self._inbox, []
             self._admit(arrived)
@@ -79,25 +114,22 @@ class EngineWorker:
             try:
                 advanced = set(map(id, self.engine.step()))
             except Exception as exc:  # a failed forward fails its requests, not the worker
-                for request in self._live:
-                    request.loop.call_soon_threadsafe(request.queue.put_nowait, exc)
-                    if request.seq is not None:
-                        self.engine.abort(request.seq)
-                self._live.clear()
+                self._fail(self._live, exc)
                 continue
             for request in list(self._live):
                 seq = request.seq
                 if seq is not None and (id(seq) in advanced or seq.finished):
-                    request.loop.call_soon_threadsafe(request.queue.put_nowait, seq)
-                    if seq.finished:
+                    if not _post(request, Progress.of(seq)):
+                        request.aborted = True  # its event loop is gone: nobody is waiting
+                    elif seq.finished:
                         self._live.remove(request)
 
     def _admit(self, arrived: list[_Request]) -> None:
         for request in arrived:
             try:
                 request.seq = self.engine.add(request.prompt, request.options)
-            except ValueError as exc:
-                request.loop.call_soon_threadsafe(request.queue.put_nowait, exc)
+            except Exception as exc:
+                _post(request, exc)
                 continue
             self._live.append(request)
 
@@ -106,3 +138,21 @@ class EngineWorker:
             if request.seq is not None:
                 self.engine.abort(request.seq)
             self._live.remove(request)
+
+    def _fail(self, requests: list[_Request], exc: BaseException) -> None:
+        """End `requests` with `exc`, freeing their blocks."""
+        for request in list(requests):
+            if not request.aborted:
+                _post(request, exc)
+            if request.seq is not None:
+                self.engine.abort(request.seq)
+        self._live = [r for r in self._live if r not in requests]
+
+
+def _post(request: _Request, item: Progress | BaseException) -> bool:
+    """Hand `item` to the request's event loop; False when that loop is closed."""
+    try:
+        request.loop.call_soon_threadsafe(request.queue.put_nowait, item)
+    except RuntimeError:
+        return False
+    return True

@@ -8,6 +8,7 @@ from contextlib import aclosing
 
 import numpy as np
 import pytest
+from support.cancelling import cancel_after_first_event
 from support.fake_openai import Endless, FakeOpenAI, Replay, Status
 
 from opencomposer.config import EngineSettings
@@ -364,18 +365,7 @@ async def test_closing_the_stream_hangs_up_upstream(fake):
 async def test_cancelling_the_consumer_hangs_up_upstream(fake):
     fake.enqueue(Endless())
     engine = make_engine(fake)
-    started = asyncio.Event()
-
-    async def consume() -> None:
-        async with aclosing(engine.generate(HELLO)) as stream:
-            async for _ in stream:
-                started.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(started.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_after_first_event(lambda: engine.generate(HELLO), timeout=5)
     await fake.wait_for_disconnect()
     await engine.aclose()
 

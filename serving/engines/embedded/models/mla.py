@@ -29,7 +29,6 @@ from torch import Tensor, nn
 
 from opencomposer.serving.engines.embedded.attention import (
     ForwardContext,
-    causal_mask,
     write_cache,
 )
 from opencomposer.serving.engines.embedded.models.layers import (
@@ -144,12 +143,12 @@ class MultiHeadLatentAttention(nn.Module):
         write_cache(self.cache, ctx, torch.cat([self.kv_a_layernorm(latent), k_pe], dim=-1))
 
         out = x.new_empty(tokens, self.num_heads, self.v_dim)
-        for (start, new, total), slots in zip(ctx.runs(), ctx.gather_indices, strict=True):
+        for index, ((start, new, total), slots) in enumerate(zip(ctx.runs(), ctx.gather_indices,
+                                                                  strict=True)):
             entries = self.cache.index_select(0, slots).to(x.dtype)
             attend = self._absorbed if self._absorb(new, total) else self._naive
             run = slice(start, start + new)
-            mask = causal_mask(new, total).to(x.device)
-            out[run] = attend(q_nope[run], q_pe[run], entries, mask)
+            out[run] = attend(q_nope[run], q_pe[run], entries, ctx.mask(index))
         return self.o_proj(out.flatten(1))
 
     def _absorb(self, new: int, total: int) -> bool:

@@ -7,7 +7,7 @@ from opencomposer.serving.engines.embedded.sampler import sample, target_probs, 
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 
 VOCAB = 6
-TRIALS = 10_000
+TRIALS = 4_000
 
 
 def test_target_distribution_applies_temperature_top_k_top_p() -> None:

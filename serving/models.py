@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "opencomposer-model.json"
+DEFAULT_CHAT_MODEL = "smollm2-135m"
+"""What the embedded engine serves when `engine.model` is unset."""
 
 
 class ModelPullError(Exception):

@@ -1,10 +1,11 @@
-"""The HTTP application.
-
-Serves, for now: health, the agent protocol's JSON Schema and the doctor report. The model
-endpoints (`/v1/chat/completions`, ...) and the agent thread API arrive with the engine and
-HTTP issues; `/` says what is served so a user who opens the URL is never left guessing.
+"""The HTTP application: the model, OpenAI-compatible (`model_api`), and the agent as threads,
+turns and items over SSE (`agent_api`), on one FastAPI app with one engine and one agent
+runtime (`state`); plus health, the protocol's JSON Schema and the doctor report. `/` lists
+what is served, so a user who opens the URL is never left guessing.
 """
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
@@ -14,19 +15,45 @@ import opencomposer
 from opencomposer.agent.protocol.schema import protocol_schema
 from opencomposer.config import LoadedSettings
 from opencomposer.serving.doctor import run_doctor
+from opencomposer.serving.engines.base import Engine
+from opencomposer.serving.http import agent_api, model_api
 from opencomposer.serving.http.auth import BearerToken
+from opencomposer.serving.http.state import ServerState
 
 ENDPOINTS = {
     "/healthz": "liveness",
+    "/v1/models": "the served model (OpenAI-compatible)",
+    "/v1/chat/completions": "chat with the model (OpenAI-compatible; POST)",
+    "/v1/threads": "the agent: threads, turns streamed over SSE, approvals",
+    "/v1/traces/export": "threads as JSONL training data",
     "/v1/protocol/schema": "JSON Schema of the agent protocol",
     "/v1/doctor": "what works on this server's machine",
 }
 
 
-def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None = None) -> FastAPI:
-    """Build the app; with a token every route except /healthz requires it."""
+def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None = None, *,
+               engine: Engine | None = None) -> FastAPI:
+    """Build the app; with a token every route except /healthz requires it. The engine is the
+    configured one unless given (tests pass a scripted engine)."""
     guard = [Depends(BearerToken(token))] if token else []
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from opencomposer.agent.runtime import AgentRuntime
+        from opencomposer.serving.engines import make_engine
+
+        settings = loaded.settings
+        serving = engine or make_engine(settings.engine, settings.models_dir)
+        runtime = AgentRuntime(settings, serving)
+        app.state.server = ServerState(settings, serving, runtime)
+        try:
+            yield
+        finally:  # running turns end as interrupted, and every event is already stored
+            await runtime.close()
+            await serving.aclose()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="opencomposer",
         version=opencomposer.__version__,
         docs_url=None,
@@ -57,9 +84,9 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
             "<!doctype html><meta charset=utf-8><title>opencomposer</title>"
             f"<h1>opencomposer {opencomposer.__version__}</h1>"
             f"<p>This server provides:</p><ul>{rows}</ul>"
-            "<p>Not served yet: the OpenAI-compatible model endpoints and the agent thread "
-            "API over SSE.</p>"
         )
 
+    app.include_router(model_api.router, dependencies=guard)
+    app.include_router(agent_api.router, dependencies=guard)
     app.state.settings = loaded
     return app

@@ -56,7 +56,6 @@ from opencomposer.serving.engines.tool_text import (
     ToolTextParser,
 )
 
-DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_MAX_TOKENS = 1024
 _FINISH: dict[str | None, FinishReason] = {"length": "length", "stop": "stop", "abort": "stop"}
 
@@ -64,7 +63,7 @@ _FINISH: dict[str | None, FinishReason] = {"length": "length", "stop": "stop", "
 def resolve_model(settings: EngineSettings, models_dir: Path) -> tuple[str, Path]:
     """(name, folder) of the model to serve: a registry name pulled into `models_dir`, or a
     folder in Hugging Face layout."""
-    name = settings.model or DEFAULT_MODEL
+    name = settings.model or registry.DEFAULT_CHAT_MODEL
     folder = registry.model_dir(models_dir, name)
     if (folder / "config.json").is_file():
         return name, folder

@@ -40,7 +40,7 @@ def test_serves_health_schema_and_index_on_loopback():
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
         assert httpx.get(f"{url}/v1/protocol/schema").json() == protocol_schema()
         index = httpx.get(url).text
-        assert "/v1/protocol/schema" in index and "Not served yet" in index
+        assert "/v1/protocol/schema" in index and "/v1/chat/completions" in index
     assert proc.returncode == 130  # a graceful stop on Ctrl-C, with the shell's status for it
     assert "Traceback" not in proc.stderr.read()
 

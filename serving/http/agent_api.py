@@ -1,0 +1,307 @@
+"""The agent protocol over HTTP: threads, turns streamed as Server-Sent Events, control
+requests (interrupt, steer, approvals) and the training export.
+
+Every payload is one of the protocol's models, so HTTP carries the same JSON as LSP. A turn's
+progress is the thread's event log read live: the SSE `id` is the event's `seq`, which lets a
+client that lost its connection resume with `Last-Event-ID` without a gap or a repeat. The
+turn itself belongs to the thread, not to the request: a dropped client does not stop it
+unless the client asked for that (`cancel_on_disconnect`).
+
+Errors are `{"error": {"kind", "message"}}`: 404 for an unknown thread, turn or approval, 409
+for a conflict (a turn already running), 400 for a malformed or invalid request.
+"""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from pydantic import Field
+from starlette.background import BackgroundTask
+
+from opencomposer.agent.eventlog import Subscription
+from opencomposer.agent.protocol.common import ProtocolModel
+from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
+from opencomposer.agent.protocol.items import ApprovalDecision, UserInput
+from opencomposer.agent.protocol.methods import (
+    ApprovalRespondResponse,
+    ThreadEventsResponse,
+    ThreadListResponse,
+    ThreadReadResponse,
+    ThreadStartParams,
+    ThreadStartResponse,
+    TurnInterruptResponse,
+    TurnSteerResponse,
+)
+from opencomposer.agent.runtime import AgentRuntime
+from opencomposer.agent.session import SessionError, ThreadSession
+from opencomposer.agent.traces.export import iter_threads
+from opencomposer.serving.http.state import server_state
+
+HEARTBEAT_SECONDS = 15.0
+"""Silence after which a stream sends a comment, so proxies and clients keep it open."""
+
+STATUS_BY_KIND = {"not_found": 404, "conflict": 409, "invalid_request": 400}
+"""HTTP status for each `SessionError.kind`."""
+
+SSE_MEDIA_TYPE = "text/event-stream"
+# Stop proxies from buffering or caching a live stream.
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+Stop = Callable[[Event], bool]
+"""Whether an event is the last one a stream sends."""
+
+
+def error_response(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"kind": kind, "message": message}}, status_code=status)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """The first problems, where they are, in one line a person can act on."""
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+class AgentRoute(APIRoute):
+    """Reports session errors and invalid requests in the protocol's error shape. Done per
+    route rather than with app-wide handlers, so other routers keep their own conventions."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SessionError as exc:
+                return error_response(STATUS_BY_KIND.get(exc.kind, 400), exc.kind, exc.message)
+            except RequestValidationError as exc:
+                return error_response(400, "invalid_request", _validation_message(exc))
+
+        return handle
+
+
+router = APIRouter(prefix="/v1", route_class=AgentRoute)
+
+
+# ---------------------------------------------------------------------- request bodies
+# The protocol's *Params less what the URL already says (thread, turn or item id).
+
+
+class TurnStartBody(ProtocolModel):
+    input: list[UserInput] = Field(min_length=1)
+    """The request: text and references, in order."""
+
+    cancel_on_disconnect: bool = False
+    """Interrupt the turn if this request's stream is dropped before the turn ends."""
+
+
+class TurnSteerBody(ProtocolModel):
+    input: list[UserInput] = Field(min_length=1)
+    """What to add to the running turn."""
+
+
+class ApprovalBody(ProtocolModel):
+    decision: ApprovalDecision
+    """The answer and its effect on the turn."""
+
+    message: str | None = None
+    """Note passed to the model with a denial."""
+
+
+# ---------------------------------------------------------------------- dependencies
+
+
+def runtime(request: Request) -> AgentRuntime:
+    return server_state(request).runtime
+
+
+Runtime = Annotated[AgentRuntime, Depends(runtime)]
+
+
+async def thread_session(thread_id: str, runtime: Runtime) -> ThreadSession:
+    """The live session of the thread in the path (resumed from the store if needed)."""
+    return await runtime.open_thread(thread_id)
+
+
+Session = Annotated[ThreadSession, Depends(thread_session)]
+
+
+def require_thread(runtime: AgentRuntime, thread_id: str) -> None:
+    """An unknown thread is a 404, not an empty answer."""
+    if runtime.store.thread(thread_id) is None:
+        raise SessionError(f"no thread {thread_id}", kind="not_found")
+
+
+# ---------------------------------------------------------------------- threads
+
+
+@router.post("/threads")
+async def start_thread(params: ThreadStartParams, runtime: Runtime) -> ThreadStartResponse:
+    """Any existing folder is accepted as a workspace: the server has no allow-list yet."""
+    session = await runtime.start_thread(Path(params.workspace), title=params.title,
+                                         model=params.model,
+                                         approval_policy=params.approval_policy)
+    return ThreadStartResponse(thread=session.thread)
+
+
+@router.get("/threads")
+async def list_threads(runtime: Runtime, cursor: str | None = None,
+                       limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                       workspace: str | None = None) -> ThreadListResponse:
+    threads, next_cursor = runtime.list_threads(limit, cursor, workspace)
+    return ThreadListResponse(data=threads, next_cursor=next_cursor)
+
+
+@router.get("/threads/{thread_id}")
+async def read_thread(thread_id: str, runtime: Runtime) -> ThreadReadResponse:
+    thread, turns = runtime.read_thread(thread_id)
+    return ThreadReadResponse(thread=thread, turns=turns)
+
+
+@router.get("/threads/{thread_id}/events")
+async def thread_events(thread_id: str, runtime: Runtime,
+                        after_seq: Annotated[int, Query(ge=0)] = 0,
+                        limit: Annotated[int, Query(ge=1, le=10000)] = 1000
+                        ) -> ThreadEventsResponse:
+    require_thread(runtime, thread_id)
+    events = runtime.store.events(thread_id, after_seq, limit + 1)
+    return ThreadEventsResponse(events=events[:limit], has_more=len(events) > limit)
+
+
+# ---------------------------------------------------------------------- streams
+
+
+def sse_frame(event: Event) -> str:
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
+
+
+async def sse_frames(subscription: Subscription, stop: Stop) -> AsyncIterator[str]:
+    """The subscription's events as SSE frames, up to and including the one `stop` accepts,
+    with a comment after each `HEARTBEAT_SECONDS` of silence. The subscription is closed
+    however the stream ends (a dropped client cancels it mid-wait), which is what tells the
+    session this client no longer answers approvals."""
+    pending: asyncio.Task[Event] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(subscription))
+            done, _ = await asyncio.wait({pending}, timeout=HEARTBEAT_SECONDS)
+            if not done:
+                yield ": ping\n\n"
+                continue
+            event = pending.result()
+            pending = None
+            yield sse_frame(event)
+            if stop(event):
+                return
+    except StopAsyncIteration:  # the log closed: the server is stopping
+        return
+    finally:
+        if pending is not None:
+            pending.cancel()
+        subscription.close()
+
+
+def turn_end(turn_id: str) -> Stop:
+    return lambda event: isinstance(event, TurnCompletedEvent) and event.turn.id == turn_id
+
+
+def sse_response(frames: AsyncIterator[str], background: BackgroundTask | None = None
+                 ) -> StreamingResponse:
+    return StreamingResponse(frames, media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS,
+                             background=background)
+
+
+async def interrupt_if_running(session: ThreadSession, turn_id: str) -> None:
+    """Runs once the stream has ended: if it ended before the turn did, the client went."""
+    if session.running is not None and session.running.id == turn_id:
+        await session.interrupt(turn_id)
+
+
+@router.post("/threads/{thread_id}/turns")
+async def start_turn(body: TurnStartBody, session: Session) -> StreamingResponse:
+    """Start a turn and stream its events, from `turn.started` to `turn.completed`."""
+    after = session.log.seq
+    turn = await session.start_turn(body.input)
+    # Subscribed before the turn's task first runs, so it can answer the turn's approvals.
+    subscription = session.subscribe(after, answers_approvals=True)
+    cancel = (BackgroundTask(interrupt_if_running, session, turn.id)
+              if body.cancel_on_disconnect else None)
+    return sse_response(sse_frames(subscription, turn_end(turn.id)), cancel)
+
+
+def last_event_id(value: str | None) -> int:
+    if value is None:
+        return 0
+    if not value.isdigit():
+        raise SessionError(f"Last-Event-ID must be an event seq, not {value!r}",
+                           kind="invalid_request")
+    return int(value)
+
+
+def seq_reached(last: int) -> Stop:
+    return lambda event: event.seq >= last
+
+
+@router.get("/threads/{thread_id}/events/stream")
+async def resume_stream(session: Session,
+                        last_event: Annotated[str | None, Header(alias="Last-Event-ID")] = None
+                        ) -> Response:
+    """The events after `Last-Event-ID`, then live ones until the running turn completes;
+    when no turn is running, only what was missed."""
+    after = last_event_id(last_event)
+    running = session.running
+    if running is None and after >= session.log.seq:
+        return Response(media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)
+    stop = turn_end(running.id) if running is not None else seq_reached(session.log.seq)
+    return sse_response(sse_frames(session.subscribe(after, answers_approvals=True), stop))
+
+
+# ---------------------------------------------------------------------- control
+
+
+@router.post("/threads/{thread_id}/turns/{turn_id}/interrupt")
+async def interrupt_turn(turn_id: str, session: Session) -> TurnInterruptResponse:
+    return TurnInterruptResponse(turn=await session.interrupt(turn_id))
+
+
+@router.post("/threads/{thread_id}/turns/{turn_id}/steer")
+async def steer_turn(turn_id: str, body: TurnSteerBody, session: Session) -> TurnSteerResponse:
+    return TurnSteerResponse(item_id=session.steer(turn_id, body.input))
+
+
+@router.post("/threads/{thread_id}/approvals/{item_id}")
+async def respond_approval(item_id: str, body: ApprovalBody, session: Session
+                           ) -> ApprovalRespondResponse:
+    return ApprovalRespondResponse(
+        item=session.respond_approval(item_id, body.decision, body.message))
+
+
+# ---------------------------------------------------------------------- traces
+
+
+async def jsonl_lines(runtime: AgentRuntime, thread_ids: list[str] | None,
+                      for_training: bool) -> AsyncIterator[str]:
+    """One record per line, built as it is sent, so a large export is never held whole."""
+    for record in iter_threads(runtime.store, thread_ids=thread_ids, for_training=for_training):
+        yield json.dumps(record, ensure_ascii=False) + "\n"
+
+
+@router.get("/traces/export")
+async def export_traces(runtime: Runtime, for_training: bool = False,
+                        thread: Annotated[list[str] | None, Query()] = None
+                        ) -> StreamingResponse:
+    """Threads as training records (JSONL); `thread` may repeat, and all are exported when
+    it is absent. Unknown threads are a 404 before anything is sent."""
+    for thread_id in thread or ():
+        require_thread(runtime, thread_id)
+    return StreamingResponse(jsonl_lines(runtime, thread, for_training),
+                             media_type="application/x-ndjson")

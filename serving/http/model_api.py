@@ -1,0 +1,407 @@
+"""The OpenAI-compatible model endpoints: `GET /v1/models` and `POST /v1/chat/completions`.
+
+Any OpenAI client (SDKs, editors, eval harnesses) can use the server's engine directly. Requests
+are validated against the OpenAI shape and translated into a `GenerationRequest`; the engine's
+event stream comes back as a `chat.completion`, or as `chat.completion.chunk` server-sent
+events. Every failure on these routes, request validation included, has OpenAI's error shape
+and status, because the SDKs pick their exception class from the status and read the body.
+
+The model id `opencomposer-agent` names the agent, not a raw model: the agent is driven through
+the agent API (`/v1/threads`), so a chat completion asking for it is a 400 that says so.
+"""
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from opencomposer.serving.engines.base import (
+    Capture,
+    ChatMessage,
+    Engine,
+    EngineEvent,
+    Finished,
+    GenerationRequest,
+    GenerationResult,
+    ReasoningDelta,
+    SamplingParams,
+    TextDelta,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallStarted,
+    ToolSpec,
+)
+from opencomposer.serving.engines.errors import (
+    ContextLengthExceeded,
+    EngineError,
+    EngineProtocolError,
+    EngineRateLimited,
+    EngineRequestError,
+    EngineTimeout,
+    EngineUnavailable,
+)
+from opencomposer.serving.http.state import ServerState, server_state
+
+AGENT_MODEL = "opencomposer-agent"
+
+
+class OpenAIError(Exception):
+    """A failure to send in OpenAI's error shape with its HTTP status."""
+
+    def __init__(self, status: int, message: str, *, error_type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": {"message": message, "type": error_type, "param": param,
+                               "code": code}}
+
+
+def engine_error(exc: EngineError) -> OpenAIError:
+    """The status a client should see for an engine failure: its own mistakes are 400s, the
+    backend's are 5xx (retryable ones distinguished, so SDK retries do the right thing)."""
+    if isinstance(exc, ContextLengthExceeded):
+        return OpenAIError(400, exc.message, code="context_length_exceeded")
+    if isinstance(exc, EngineRequestError):
+        return OpenAIError(400, exc.message, code=exc.kind)
+    if isinstance(exc, EngineRateLimited):
+        return OpenAIError(429, exc.message, error_type="rate_limit_error", code=exc.kind)
+    if isinstance(exc, EngineUnavailable):
+        return OpenAIError(503, exc.message, error_type="server_error", code=exc.kind)
+    if isinstance(exc, EngineTimeout):
+        return OpenAIError(504, exc.message, error_type="server_error", code=exc.kind)
+    # Upstream 5xx, malformed or interrupted streams, and our credentials refused upstream:
+    # none is the client's fault, all are a bad gateway from its point of view.
+    return OpenAIError(502, exc.message, error_type="server_error", code=exc.kind)
+
+
+def validation_error(exc: RequestValidationError | ValidationError) -> OpenAIError:
+    """One 400 naming every invalid field; `param` is the first one, as OpenAI reports it."""
+    errors = exc.errors()
+    locations = [".".join(str(part) for part in e["loc"] if part != "body") for e in errors]
+    message = "; ".join(
+        f"{loc}: {e['msg']}" if loc else e["msg"] for loc, e in zip(locations, errors, strict=True)
+    )
+    return OpenAIError(400, message or "invalid request", param=locations[0] if errors else None)
+
+
+class _OpenAIRoute(APIRoute):
+    """Renders `OpenAIError` and request validation errors (malformed JSON included) in
+    OpenAI's shape for this router's routes only; the rest of the app keeps FastAPI's."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                error = validation_error(exc)
+            except OpenAIError as exc:
+                error = exc
+            return JSONResponse(error.body, status_code=error.status)
+
+        return handle
+
+
+router = APIRouter(route_class=_OpenAIRoute)
+State = Annotated[ServerState, Depends(server_state)]
+
+
+# --------------------------------------------------------------------------- request shape
+
+
+class _In(BaseModel):
+    # Fields OpenAI defines that change nothing here (user, metadata, store, ...) are ignored.
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextPart(_In):
+    type: Literal["text"]
+    text: str
+
+
+class FunctionCallIn(_In):
+    name: str
+    arguments: str = ""
+
+
+class ToolCallIn(_In):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class MessageIn(_In):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_message(self) -> ChatMessage:
+        content = self.content
+        if isinstance(content, list):
+            content = "".join(part.text for part in content)
+        # `developer` is OpenAI's newer name for the system role.
+        role = "system" if self.role == "developer" else self.role
+        calls = [ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
+                 for c in self.tool_calls or []]
+        return ChatMessage(role=role, content=content, tool_calls=calls,
+                           tool_call_id=self.tool_call_id, name=self.name)
+
+
+class FunctionDef(_In):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class ToolIn(_In):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class FunctionName(_In):
+    name: str
+
+
+class NamedToolChoice(_In):
+    type: Literal["function"]
+    function: FunctionName
+
+
+class StreamOptions(_In):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(_In):
+    model: str | None = None
+    messages: list[MessageIn] = Field(min_length=1)
+    tools: list[ToolIn] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, n: int) -> int:
+        if n != 1:
+            raise ValueError("only n=1 is supported: send one request per choice")
+        return n
+
+    def to_generation(self) -> GenerationRequest:
+        stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
+        choice = self.tool_choice
+        return GenerationRequest(
+            messages=[m.to_message() for m in self.messages],
+            tools=[ToolSpec(name=t.function.name, description=t.function.description,
+                            parameters=t.function.parameters) for t in self.tools or []],
+            tool_choice=choice.function.name if isinstance(choice, NamedToolChoice)
+            else choice or "auto",
+            sampling=SamplingParams(temperature=self.temperature, top_p=self.top_p,
+                                    max_tokens=self.max_completion_tokens or self.max_tokens,
+                                    stop=stop, seed=self.seed),
+            # Token ids name the tokens in the logprobs: this layer has no tokenizer.
+            capture=Capture(logprobs=self.logprobs, token_ids=self.logprobs,
+                            top_logprobs=self.top_logprobs or 0),
+            model=self.model,
+        )
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+@router.get("/v1/models")
+async def list_models(state: State) -> JSONResponse:
+    try:
+        served = await state.engine.models()
+    except EngineError as exc:
+        raise engine_error(exc) from None
+    data = []
+    for info in served:
+        entry: dict[str, Any] = {"id": info.id, "object": "model", "created": 0,
+                                 "owned_by": info.owned_by or "opencomposer"}
+        if info.context_window is not None:
+            # `max_model_len` too: vLLM's name, which OpenAI-compatible clients already read.
+            entry |= {"context_window": info.context_window,
+                      "max_model_len": info.context_window}
+        data.append(entry)
+    return JSONResponse({"object": "list", "data": data})
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, state: State) -> Response:
+    model = await _resolve_model(state.engine, body.model)
+    try:
+        generation = body.to_generation()
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    reply = _Reply(model=model, logprobs=body.logprobs)
+    if not body.stream:
+        return JSONResponse(await _complete(state.engine, generation, reply))
+    stream = state.engine.generate(generation)
+    # The first event is awaited here so that a request the engine refuses at once still gets
+    # a proper status instead of a 200 followed by an error event.
+    try:
+        first = await anext(stream)
+    except EngineError as exc:
+        await stream.aclose()
+        raise engine_error(exc) from None
+    except StopAsyncIteration:
+        raise engine_error(EngineProtocolError("the engine's stream ended without a result")) \
+            from None
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+    return StreamingResponse(
+        _sse(stream, first, reply, include_usage),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _resolve_model(engine: Engine, requested: str | None) -> str:
+    """The model id to answer with; a requested one must be served (404 otherwise)."""
+    if requested == AGENT_MODEL:
+        raise OpenAIError(400, f"{AGENT_MODEL} is the coding agent, not a model: use the agent "
+                          "API (/v1/threads)", param="model", code="model_not_supported")
+    try:
+        served = [info.id for info in await engine.models()]
+    except EngineError as exc:
+        raise engine_error(exc) from None
+    if requested is None:
+        return served[0] if served else "unknown"
+    if requested not in served:
+        raise OpenAIError(404, f"the model {requested!r} does not exist; served: "
+                          f"{', '.join(served)}", param="model", code="model_not_found")
+    return requested
+
+
+async def _complete(engine: Engine, generation: GenerationRequest,
+                    reply: "_Reply") -> dict[str, Any]:
+    try:
+        async with aclosing(engine.generate(generation)) as stream:
+            async for event in stream:
+                if isinstance(event, Finished):
+                    return reply.completion(event.result)
+    except EngineError as exc:
+        raise engine_error(exc) from None
+    raise engine_error(EngineProtocolError("the engine's stream ended without a result"))
+
+
+async def _sse(stream: AsyncIterator[EngineEvent], first: EngineEvent, reply: "_Reply",
+               include_usage: bool) -> AsyncIterator[str]:
+    """The chunks of one streamed completion. Closing the engine stream on the way out (the
+    client went away, so Starlette cancels this generator) cancels the generation."""
+    async with aclosing(stream):
+        yield _data(reply.chunk({"role": "assistant", "content": ""}))
+        event: EngineEvent | None = first
+        try:
+            while event is not None:
+                for chunk in reply.chunks(event, include_usage):
+                    yield _data(chunk)
+                event = await anext(stream, None)
+        except EngineError as exc:
+            # The status line is gone: the error travels as the stream's last event.
+            yield _data(engine_error(exc).body)
+        yield "data: [DONE]\n\n"
+
+
+def _data(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"
+
+
+# --------------------------------------------------------------------------- response shape
+
+
+class _Reply:
+    """Builds the response objects of one completion, which share an id, time and model."""
+
+    def __init__(self, *, model: str, logprobs: bool) -> None:
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.model = model
+        self.logprobs = logprobs
+
+    def _envelope(self, kind: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
+                "choices": choices}
+
+    def completion(self, result: GenerationResult) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+        if result.reasoning:  # the field vLLM, SGLang and DeepSeek use for thinking
+            message["reasoning_content"] = result.reasoning
+        if result.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in result.tool_calls]
+        choice = {"index": 0, "message": message, "finish_reason": result.finish_reason,
+                  "logprobs": self._logprobs(result)}
+        return self._envelope("chat.completion", [choice]) | {"usage": _usage(result)}
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
+              logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason,
+                  "logprobs": logprobs}
+        return self._envelope("chat.completion.chunk", [choice])
+
+    def chunks(self, event: EngineEvent, include_usage: bool) -> list[dict[str, Any]]:
+        """The chunks one engine event becomes."""
+        match event:
+            case TextDelta(text):
+                return [self.chunk({"content": text})]
+            case ReasoningDelta(text):
+                return [self.chunk({"reasoning_content": text})]
+            case ToolCallStarted(index, call_id, name):
+                call = {"index": index, "id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": ""}}
+                return [self.chunk({"tool_calls": [call]})]
+            case ToolCallArgumentsDelta(index, text):
+                return [self.chunk({"tool_calls": [{"index": index,
+                                                    "function": {"arguments": text}}]})]
+            case Finished(result):
+                # Engines report logprobs with the result, so they ride on the finish chunk.
+                chunks = [self.chunk({}, result.finish_reason, self._logprobs(result))]
+                if include_usage:
+                    chunks.append(self._envelope("chat.completion.chunk", [])
+                                  | {"usage": _usage(result)})
+                return chunks
+        return []
+
+    def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
+        """OpenAI's logprobs object. Tokens are named `token_id:N` (vLLM's convention when it
+        returns ids), as the engine reports ids, not text; top alternatives are not recorded."""
+        if not self.logprobs or result.tokens is None or result.tokens.logprobs is None:
+            return None
+        ids = result.tokens.completion_token_ids or []
+        content = [
+            {"token": f"token_id:{ids[i]}" if i < len(ids) else "", "logprob": logprob,
+             "bytes": None, "top_logprobs": []}
+            for i, logprob in enumerate(result.tokens.logprobs)
+        ]
+        return {"content": content, "refusal": None}
+
+
+def _usage(result: GenerationResult) -> dict[str, Any] | None:
+    if result.usage is None:
+        return None
+    usage = result.usage
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}

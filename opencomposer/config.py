@@ -129,6 +129,13 @@ class ServerSettings(Section):
     token: SecretStr | None = None
     """Bearer token clients must send. Required when `host` is not a loopback address."""
 
+    workspace_roots: list[Path] = Field(default_factory=lambda: [Path.home()])
+    """Folders under which clients may open a workspace (symlinks resolved): a thread's
+    workspace must be one of them or inside one. Default: your home folder."""
+
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; a bigger one is refused with 413 before it is read."""
+
 
 class ToolSettings(Section):
     output_cap: int = Field(default=30_000, ge=1_000)

@@ -46,7 +46,7 @@ from opencomposer.serving.http.state import server_state
 HEARTBEAT_SECONDS = 15.0
 """Silence after which a stream sends a comment, so proxies and clients keep it open."""
 
-STATUS_BY_KIND = {"not_found": 404, "conflict": 409, "invalid_request": 400}
+STATUS_BY_KIND = {"not_found": 404, "conflict": 409, "invalid_request": 400, "forbidden": 403}
 """HTTP status for each `SessionError.kind`."""
 
 SSE_MEDIA_TYPE = "text/event-stream"
@@ -145,8 +145,14 @@ def require_thread(runtime: AgentRuntime, thread_id: str) -> None:
 
 @router.post("/threads")
 async def start_thread(params: ThreadStartParams, runtime: Runtime) -> ThreadStartResponse:
-    """Any existing folder is accepted as a workspace: the server has no allow-list yet."""
-    session = await runtime.start_thread(Path(params.workspace), title=params.title,
+    """The workspace must lie inside one of `server.workspace_roots`: a client of the server
+    must not be able to point the agent at any folder the server's user can reach."""
+    workspace = Path(params.workspace).expanduser().resolve()
+    roots = [root.expanduser().resolve() for root in runtime.settings.server.workspace_roots]
+    if not any(workspace.is_relative_to(root) for root in roots):
+        raise SessionError(f"{params.workspace} is outside the folders this server may open "
+                           "(server.workspace_roots)", kind="forbidden")
+    session = await runtime.start_thread(workspace, title=params.title,
                                          model=params.model,
                                          approval_policy=params.approval_policy)
     return ThreadStartResponse(thread=session.thread)

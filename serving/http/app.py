@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 import opencomposer
@@ -18,10 +18,12 @@ from opencomposer.serving.doctor import run_doctor
 from opencomposer.serving.engines.base import Engine
 from opencomposer.serving.http import agent_api, model_api
 from opencomposer.serving.http.auth import BearerToken
+from opencomposer.serving.http.limits import BodyLimit
 from opencomposer.serving.http.state import ServerState
 
 ENDPOINTS = {
     "/healthz": "liveness",
+    "/readyz": "readiness: the engine can serve its model",
     "/v1/models": "the served model (OpenAI-compatible)",
     "/v1/chat/completions": "chat with the model (OpenAI-compatible; POST)",
     "/v1/threads": "the agent: threads, turns streamed over SSE, approvals",
@@ -61,6 +63,18 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
         openapi_url=None if token else "/openapi.json",
     )
 
+    @app.get("/readyz")
+    async def readyz(request: Request) -> JSONResponse:
+        """Ready when the engine can serve its model (the embedded one is present, a server
+        answers); not guarded, like /healthz, so it says no more than that."""
+        from opencomposer.serving.engines.errors import EngineError
+
+        try:
+            await request.app.state.server.engine.models()
+        except EngineError as exc:
+            return JSONResponse({"status": "not_ready", "reason": exc.kind}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok", "version": opencomposer.__version__}
@@ -86,6 +100,7 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
             f"<p>This server provides:</p><ul>{rows}</ul>"
         )
 
+    app.add_middleware(BodyLimit, max_bytes=loaded.settings.server.max_body_bytes)
     app.include_router(model_api.router, dependencies=guard)
     app.include_router(agent_api.router, dependencies=guard)
     app.state.settings = loaded

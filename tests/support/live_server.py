@@ -4,6 +4,7 @@ Real HTTP clients (the `openai` SDK, httpx) then see exactly what they would in 
 status lines, SSE framing, and a client that disconnects mid-stream.
 """
 
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -19,9 +20,15 @@ from opencomposer.serving.http.app import create_app
 
 @contextmanager
 def live_server(engine: Engine, home: Path, *, token: str | None = None,
-                timeout: float = 20) -> Iterator[str]:
-    """Serve `engine` with a fresh OPENCOMPOSER home; yields the base URL (no `/v1`)."""
-    loaded = LoadedSettings(Settings(home=home, models_dir=home / "models"))
+                timeout: float = 20, workspace_roots: list[Path] | None = None,
+                max_body_bytes: int | None = None) -> Iterator[str]:
+    """Serve `engine` with a fresh OPENCOMPOSER home; yields the base URL (no `/v1`).
+    Workspaces may be anywhere under the system's temporary folder unless told otherwise."""
+    server_settings = {"workspace_roots": workspace_roots or [Path(tempfile.gettempdir())]}
+    if max_body_bytes is not None:
+        server_settings["max_body_bytes"] = max_body_bytes
+    loaded = LoadedSettings(Settings(home=home, models_dir=home / "models",
+                                     server=server_settings))
     app = create_app(loaded, token, engine=engine)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                             lifespan="on")

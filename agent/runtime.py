@@ -98,6 +98,10 @@ class AgentRuntime:
         self._sessions[thread.id] = session
         return session
 
+    def running_turns(self) -> int:
+        """Turns running now, across the open threads."""
+        return sum(session.running is not None for session in self._sessions.values())
+
     def list_threads(self, limit: int = 50, cursor: str | None = None,
                      workspace: str | None = None) -> tuple[list[Thread], str | None]:
         return self.store.list_threads(limit, cursor, workspace)

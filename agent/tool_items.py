@@ -122,3 +122,17 @@ def _object(arguments: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def describe_call(item: ToolCallFields) -> str:
+    """One line saying what a tool call does, for people (terminals, progress messages)."""
+    if isinstance(item, CommandExecutionItem):
+        return f"$ {item.command}"
+    if isinstance(item, FileReadItem):
+        return f"read {item.path}"
+    if isinstance(item, SearchItem):
+        return f"{item.tool} {item.query!r}"
+    if isinstance(item, FileChangeItem):
+        target = item.arguments.get("path") or item.arguments.get("patch", "")[:60]
+        return f"{item.tool} {target}".rstrip()
+    return f"{item.tool} {item.arguments_text[:100]}"

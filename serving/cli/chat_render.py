@@ -11,7 +11,6 @@ from opencomposer.agent.protocol.items import (
     ContextSummaryItem,
     ErrorItem,
     FileChangeItem,
-    FileReadItem,
     Item,
     ItemStatus,
     ReasoningItem,
@@ -20,6 +19,7 @@ from opencomposer.agent.protocol.items import (
     ToolCallFields,
 )
 from opencomposer.agent.protocol.threads import Turn
+from opencomposer.agent.tool_items import describe_call
 
 OUTPUT_TAIL = 8
 DIFF_LINES = 40
@@ -119,19 +119,6 @@ class TurnPrinter:
             f"calls · {usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion "
             "tokens[/]")
 
-
-def describe_call(item: ToolCallFields) -> str:
-    """One line saying what a tool call does."""
-    if isinstance(item, CommandExecutionItem):
-        return f"$ {item.command}"
-    if isinstance(item, FileReadItem):
-        return f"read {item.path}"
-    if isinstance(item, SearchItem):
-        return f"{item.tool} {item.query!r}"
-    if isinstance(item, FileChangeItem):
-        target = item.arguments.get("path") or item.arguments.get("patch", "")[:60]
-        return f"{item.tool} {target}".rstrip()
-    return f"{item.tool} {item.arguments_text[:100]}"
 
 
 def _diff_line(line: str) -> str:

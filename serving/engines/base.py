@@ -182,6 +182,9 @@ class SpecDecodeStats:
     accept_rate: float | None = None
     """Accepted draft tokens / proposed draft tokens."""
 
+    drafted: int | None = None
+    """Draft tokens proposed, when the engine says."""
+
 
 @dataclass(slots=True)
 class GenerationResult:

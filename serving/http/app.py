@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 import opencomposer
 from opencomposer.agent.protocol.schema import protocol_schema
@@ -19,11 +19,14 @@ from opencomposer.serving.engines.base import Engine
 from opencomposer.serving.http import agent_api, model_api
 from opencomposer.serving.http.auth import BearerToken
 from opencomposer.serving.http.limits import BodyLimit
+from opencomposer.serving.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from opencomposer.serving.http.metrics import MeteredEngine, RequestMetrics, ServerMetrics
 from opencomposer.serving.http.state import ServerState
 
 ENDPOINTS = {
     "/healthz": "liveness",
     "/readyz": "readiness: the engine can serve its model",
+    "/metrics": "Prometheus metrics: requests, latencies, tokens, turns, speculation",
     "/v1/models": "the served model (OpenAI-compatible)",
     "/v1/chat/completions": "chat with the model (OpenAI-compatible; POST)",
     "/v1/threads": "the agent: threads, turns streamed over SSE, approvals",
@@ -38,6 +41,7 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
     """Build the app; with a token every route except /healthz requires it. The engine is the
     configured one unless given (tests pass a scripted engine)."""
     guard = [Depends(BearerToken(token))] if token else []
+    metrics = ServerMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -45,8 +49,10 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
         from opencomposer.serving.engines import make_engine
 
         settings = loaded.settings
-        serving = engine or make_engine(settings.engine, settings.models_dir)
+        serving = MeteredEngine(engine or make_engine(settings.engine, settings.models_dir),
+                                metrics)
         runtime = AgentRuntime(settings, serving)
+        metrics.watch_turns(runtime.running_turns)
         app.state.server = ServerState(settings, serving, runtime)
         try:
             yield
@@ -100,7 +106,12 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
             f"<p>This server provides:</p><ul>{rows}</ul>"
         )
 
+    @app.get("/metrics", dependencies=guard)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
     app.add_middleware(BodyLimit, max_bytes=loaded.settings.server.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=metrics)
     app.include_router(model_api.router, dependencies=guard)
     app.include_router(agent_api.router, dependencies=guard)
     app.state.settings = loaded

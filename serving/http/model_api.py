@@ -6,8 +6,8 @@ event stream comes back as a `chat.completion`, or as `chat.completion.chunk` se
 events. Every failure on these routes, request validation included, has OpenAI's error shape
 and status, because the SDKs pick their exception class from the status and read the body.
 
-The model id `opencomposer-agent` names the agent, not a raw model: the agent is driven through
-the agent API (`/v1/threads`), so a chat completion asking for it is a 400 that says so.
+The model id `opencomposer-agent` names the agent, not a raw model: with an
+`X-Opencomposer-Thread` header the completion is one agent turn in that thread (`agent_chat`).
 """
 
 import json
@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from opencomposer.agent.session import SessionError
 from opencomposer.serving.engines.base import (
     Capture,
     ChatMessage,
@@ -48,9 +49,8 @@ from opencomposer.serving.engines.errors import (
     EngineTimeout,
     EngineUnavailable,
 )
+from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
 from opencomposer.serving.http.state import ServerState, server_state
-
-AGENT_MODEL = "opencomposer-agent"
 
 
 class OpenAIError(Exception):
@@ -250,16 +250,22 @@ async def list_models(state: State) -> JSONResponse:
 
 
 @router.post("/v1/chat/completions")
-async def chat_completions(body: ChatCompletionRequest, state: State) -> Response:
-    model = await _resolve_model(state.engine, body.model)
+async def chat_completions(body: ChatCompletionRequest, state: State,
+                           request: Request) -> Response:
+    if body.model == AGENT_MODEL:
+        engine: Engine = await _agent_engine(state, request.headers.get(THREAD_HEADER))
+        model = AGENT_MODEL
+    else:
+        engine = state.engine
+        model = await _resolve_model(engine, body.model)
     try:
         generation = body.to_generation()
     except ValidationError as exc:
         raise validation_error(exc) from None
     reply = _Reply(model=model, logprobs=body.logprobs)
     if not body.stream:
-        return JSONResponse(await _complete(state.engine, generation, reply))
-    stream = state.engine.generate(generation)
+        return JSONResponse(await _complete(engine, generation, reply))
+    stream = engine.generate(generation)
     # The first event is awaited here so that a request the engine refuses at once still gets
     # a proper status instead of a 200 followed by an error event.
     try:
@@ -278,11 +284,23 @@ async def chat_completions(body: ChatCompletionRequest, state: State) -> Respons
     )
 
 
+async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
+    """The thread a chat with the agent runs in (it must exist and have no turn running)."""
+    if not thread_id:
+        raise OpenAIError(400, f"chatting with {AGENT_MODEL} needs an X-Opencomposer-Thread "
+                          "header naming a thread (create one with POST /v1/threads)",
+                          param="model", code="thread_required")
+    try:
+        session = await state.runtime.open_thread(thread_id)
+    except SessionError as exc:
+        raise OpenAIError(404, exc.message, code="thread_not_found") from None
+    if session.running is not None:
+        raise OpenAIError(409, f"thread {thread_id} has a turn running", code="turn_running")
+    return AgentChatEngine(state.runtime, session)
+
+
 async def _resolve_model(engine: Engine, requested: str | None) -> str:
     """The model id to answer with; a requested one must be served (404 otherwise)."""
-    if requested == AGENT_MODEL:
-        raise OpenAIError(400, f"{AGENT_MODEL} is the coding agent, not a model: use the agent "
-                          "API (/v1/threads)", param="model", code="model_not_supported")
     try:
         served = [info.id for info in await engine.models()]
     except EngineError as exc:

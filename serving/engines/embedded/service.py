@@ -211,7 +211,8 @@ class EmbeddedEngine:
             finish_reason=text.finish_reason(last.finish_reason),
             usage=Usage(len(prompt), len(last.output_ids), 0), model=loaded.name,
             tokens=tokens,
-            spec=SpecDecodeStats(spec.verify_steps, spec.accept_length, spec.accept_rate)
+            spec=SpecDecodeStats(spec.verify_steps, spec.accept_length, spec.accept_rate,
+                                 spec.drafted)
             if spec.verify_steps else None)
 
     async def aclose(self) -> None:

@@ -222,15 +222,19 @@ def test_invalid_requests_get_openai_errors(serve, body: bytes, param: str | Non
         assert error["param"] == param
 
 
-def test_unknown_model_is_404_and_the_agent_model_points_elsewhere(serve):
+def test_unknown_model_is_404_and_the_agent_needs_a_thread(serve):
     with serve(ScriptedEngine([])) as url:
         sdk = client(url)
         with pytest.raises(openai.NotFoundError) as missing:
             sdk.chat.completions.create(model="gpt-9", messages=HELLO)
         with pytest.raises(openai.BadRequestError) as agent:
             sdk.chat.completions.create(model="opencomposer-agent", messages=HELLO)
+        with pytest.raises(openai.NotFoundError) as unknown:
+            sdk.chat.completions.create(model="opencomposer-agent", messages=HELLO,
+                                        extra_headers={"X-Opencomposer-Thread": "thr_nope"})
     assert missing.value.body["code"] == "model_not_found"
-    assert "agent API" in agent.value.body["message"]
+    assert agent.value.body["code"] == "thread_required"
+    assert unknown.value.body["code"] == "thread_not_found"
 
 
 @pytest.mark.parametrize(("error", "status", "code"), [

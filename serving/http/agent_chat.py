@@ -1,0 +1,87 @@
+"""The agent behind a plain chat completion: model `opencomposer-agent` with an
+`X-Opencomposer-Thread` header runs one agent turn in that thread, so any OpenAI client can
+chat with the agent.
+
+`AgentChatEngine` presents a thread as an engine: the last user message starts a turn, the
+agent's own words stream as text, and each tool call shows up as one line saying what it did
+and how it ended. Nobody on a chat completion can answer approvals, so calls the policy asks
+about are denied (and the agent is told). The thread's log keeps everything, as for any turn.
+"""
+
+from collections.abc import AsyncIterator
+
+from opencomposer.agent.protocol.events import Event
+from opencomposer.agent.protocol.items import ItemStatus, TextInput, ToolCallFields
+from opencomposer.agent.protocol.threads import TurnStatus
+from opencomposer.agent.runtime import AgentRuntime
+from opencomposer.agent.session import ThreadSession
+from opencomposer.agent.tool_items import describe_call
+from opencomposer.serving.engines.base import (
+    EngineEvent,
+    Finished,
+    GenerationRequest,
+    GenerationResult,
+    ModelInfo,
+    TextDelta,
+    Usage,
+)
+from opencomposer.serving.engines.errors import EngineServerError
+
+AGENT_MODEL = "opencomposer-agent"
+THREAD_HEADER = "x-opencomposer-thread"
+_MARKS = {ItemStatus.completed: "done", ItemStatus.failed: "failed",
+          ItemStatus.declined: "not approved", ItemStatus.interrupted: "interrupted"}
+
+
+class AgentChatEngine:
+    name = "agent"
+
+    def __init__(self, runtime: AgentRuntime, session: ThreadSession) -> None:
+        self.runtime = runtime
+        self.session = session
+
+    async def models(self) -> list[ModelInfo]:
+        return [ModelInfo(id=AGENT_MODEL, owned_by="opencomposer")]
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        users = [m for m in request.messages if m.role == "user" and m.content]
+        text = users[-1].content if users else ""
+        session = self.session
+        events = session.subscribe(session.log.seq)
+        try:
+            turn = await session.start_turn([TextInput(text=text or "")])
+            answer: list[str] = []
+            kinds: dict[str, str] = {}  # item id -> item type, to tell answers from thinking
+            async for event in events:
+                if event.type == "item.started":
+                    kinds[event.item.id] = event.item.type
+                for piece in _pieces(event, kinds):
+                    answer.append(piece)
+                    yield TextDelta(piece)
+                if event.type == "turn.completed" and event.turn.id == turn.id:
+                    ended = event.turn
+                    break
+        finally:
+            events.close()
+        if ended.status == TurnStatus.failed and ended.error is not None:
+            raise EngineServerError(f"the agent turn failed: {ended.error.message}")
+        usage = Usage(ended.usage.prompt_tokens, ended.usage.completion_tokens,
+                      ended.usage.cached_prompt_tokens)
+        yield Finished(GenerationResult(text="".join(answer), usage=usage, model=AGENT_MODEL,
+                                        finish_reason="stop"))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _pieces(event: Event, kinds: dict[str, str]) -> list[str]:
+    """The text a turn event adds to the chat: the agent's words, and a line per tool call."""
+    if event.type == "item.delta" and event.delta.kind == "text":
+        return [event.delta.text] if kinds.get(event.item_id) == "agent_message" else []
+    if event.type == "item.completed" and isinstance(event.item, ToolCallFields):
+        item = event.item
+        return [f"\n[{describe_call(item)}: {_MARKS.get(item.status, item.status.value)}]\n"]
+    if event.type == "turn.completed" and event.turn.status == TurnStatus.interrupted:
+        return ["\n[the turn was interrupted]\n"]
+    return []
+

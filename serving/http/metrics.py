@@ -1,0 +1,120 @@
+"""`/metrics`: what the server is doing, in the Prometheus exposition format.
+
+Each app has its own registry (no global state: tests and several servers in one process stay
+apart). Requests are counted and timed by route template, not raw path, so thread ids do not
+explode the label space. Model work is counted by wrapping the engine that both the model
+endpoints and the agent runtime use: tokens in and out, and speculative-decoding drafts and
+acceptances, as each generation finishes.
+"""
+
+import time
+from collections.abc import AsyncIterator, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from opencomposer.serving.engines.base import (
+    Engine,
+    EngineEvent,
+    Finished,
+    GenerationRequest,
+    ModelInfo,
+)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("opencomposer_http_requests", "HTTP requests served.",
+                                ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram("opencomposer_http_request_seconds",
+                                 "Time to the end of the response (whole SSE streams included).",
+                                 ["route"], registry=self.registry)
+        self.tokens = Counter("opencomposer_model_tokens", "Tokens the engine read or wrote.",
+                              ["kind"], registry=self.registry)
+        self.generations = Counter("opencomposer_model_generations",
+                                   "Generations by how they finished.", ["finish_reason"],
+                                   registry=self.registry)
+        self.drafted = Counter("opencomposer_spec_drafted_tokens",
+                               "Speculative draft tokens proposed.", registry=self.registry)
+        self.accepted = Counter("opencomposer_spec_accepted_tokens",
+                                "Speculative draft tokens accepted.", registry=self.registry)
+        self.verify_steps = Counter("opencomposer_spec_verify_steps",
+                                    "Target forwards that verified drafts.",
+                                    registry=self.registry)
+        self.active_turns = Gauge("opencomposer_agent_active_turns", "Agent turns running now.",
+                                  registry=self.registry)
+
+    def watch_turns(self, count: Callable[[], int]) -> None:
+        self.active_turns.set_function(count)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MeteredEngine:
+    """An engine that counts what the engine it wraps produces."""
+
+    def __init__(self, engine: Engine, metrics: ServerMetrics) -> None:
+        self.inner = engine
+        self.metrics = metrics
+
+    async def models(self) -> list[ModelInfo]:
+        return await self.inner.models()
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        stream = self.inner.generate(request)
+        try:
+            async for event in stream:
+                if isinstance(event, Finished):
+                    self._count(event)
+                yield event
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    def _count(self, event: Finished) -> None:
+        result, metrics = event.result, self.metrics
+        metrics.generations.labels(result.finish_reason).inc()
+        if result.usage is not None:
+            metrics.tokens.labels("prompt").inc(result.usage.prompt_tokens)
+            metrics.tokens.labels("completion").inc(result.usage.completion_tokens)
+        spec = result.spec
+        if spec is not None and spec.verify_steps:
+            # accept_length = (verify steps + accepted drafts) / verify steps
+            accepted = round(spec.accept_length * spec.verify_steps) - spec.verify_steps
+            metrics.verify_steps.inc(spec.verify_steps)
+            metrics.accepted.inc(max(accepted, 0))
+            if spec.drafted is not None:
+                metrics.drafted.inc(spec.drafted)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class RequestMetrics:
+    """ASGI middleware: count and time every request by its route template."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, status = time.perf_counter(), 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - started)

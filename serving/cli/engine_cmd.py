@@ -106,7 +106,7 @@ def generate(
     )
     result, stats = asyncio.run(_stream(loaded.settings, request, echo=not json))
     if json:
-        print_json({**_result_json(result), "stats": stats})
+        print_json({**result.to_json(), "stats": stats})
     else:
         err.print(
             f"[dim]{stats['completion_tokens']} tokens in {stats['seconds']:.2f}s "
@@ -162,26 +162,6 @@ def _echo(event: Any) -> None:
         print(f"\n[call {event.name} {event.id}] ", end="", flush=True)
     elif isinstance(event, ToolCallArgumentsDelta):
         print(event.text, end="", flush=True)
-
-
-def _result_json(result: GenerationResult) -> dict[str, Any]:
-    return {
-        "text": result.text,
-        "reasoning": result.reasoning,
-        "tool_calls": [call.model_dump() for call in result.tool_calls],
-        "finish_reason": result.finish_reason,
-        "model": result.model,
-        "usage": None if result.usage is None else {
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "cached_tokens": result.usage.cached_tokens,
-        },
-        "spec": None if result.spec is None else {
-            "verify_steps": result.spec.verify_steps,
-            "accept_length": result.spec.accept_length,
-            "accept_rate": result.spec.accept_rate,
-        },
-    }
 
 
 Device = Annotated[str | None, typer.Option(

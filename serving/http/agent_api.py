@@ -147,11 +147,20 @@ def require_thread(runtime: AgentRuntime, thread_id: str) -> None:
 async def start_thread(params: ThreadStartParams, runtime: Runtime) -> ThreadStartResponse:
     """The workspace must lie inside one of `server.workspace_roots`: a client of the server
     must not be able to point the agent at any folder the server's user can reach."""
-    workspace = Path(params.workspace).expanduser().resolve()
+    try:
+        workspace = Path(params.workspace).expanduser().resolve()
+        is_dir = workspace.is_dir()
+    except (ValueError, OSError, RuntimeError) as exc:
+        # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
+        raise SessionError(f"workspace {params.workspace!r} is not a usable path: {exc}",
+                           kind="invalid_request") from None
     roots = [root.expanduser().resolve() for root in runtime.settings.server.workspace_roots]
     if not any(workspace.is_relative_to(root) for root in roots):
         raise SessionError(f"{params.workspace} is outside the folders this server may open "
                            "(server.workspace_roots)", kind="forbidden")
+    if not is_dir:
+        raise SessionError(f"workspace {params.workspace} is not a folder",
+                           kind="invalid_request")
     session = await runtime.start_thread(workspace, title=params.title,
                                          model=params.model,
                                          approval_policy=params.approval_policy)

@@ -1,11 +1,13 @@
 """The HTTP application: the model, OpenAI-compatible (`model_api`), and the agent as threads,
 turns and items over SSE (`agent_api`), on one FastAPI app with one engine and one agent
-runtime (`state`); plus health, the protocol's JSON Schema and the doctor report. `/` lists
-what is served, so a user who opens the URL is never left guessing.
+runtime (`state`); plus health, the protocol's JSON Schema and the doctor report. `/` is the
+trace viewer (`static/`: threads, their turns and items, live turns), whose footer lists what
+is served, so a user who opens the URL is never left guessing.
 """
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from html import escape
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
@@ -34,6 +36,24 @@ ENDPOINTS = {
     "/v1/protocol/schema": "JSON Schema of the agent protocol",
     "/v1/doctor": "what works on this server's machine",
 }
+
+
+STATIC = Path(__file__).parent / "static"
+"""The web page's files, shipped as package data."""
+
+STATIC_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+"""The files under `/static/` and their types; nothing else there is served."""
+
+
+def index_page() -> str:
+    """`static/index.html` with the version and the endpoint list filled in."""
+    rows = "".join(
+        f'<li><a href="{escape(path)}"><code>{escape(path)}</code></a>: {escape(what)}</li>'
+        for path, what in ENDPOINTS.items()
+    )
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    return (page.replace("{{version}}", escape(opencomposer.__version__))
+            .replace("{{endpoints}}", rows))
 
 
 def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None = None, *,
@@ -94,17 +114,20 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
         report = await run_doctor(workspace, {})
         return JSONResponse(report.to_json())
 
-    @app.get("/", dependencies=guard, response_class=HTMLResponse)
+    # The page and its two assets are not guarded: they hold no data, and a browser cannot
+    # send a bearer token when it loads a page. The page asks for the token and sends it with
+    # every API call, which is guarded.
+    @app.get("/", response_class=HTMLResponse)
     async def index() -> str:
-        rows = "".join(
-            f'<li><a href="{path}"><code>{path}</code></a>: {what}</li>'
-            for path, what in ENDPOINTS.items()
-        )
-        return (
-            "<!doctype html><meta charset=utf-8><title>opencomposer</title>"
-            f"<h1>opencomposer {opencomposer.__version__}</h1>"
-            f"<p>This server provides:</p><ul>{rows}</ul>"
-        )
+        """The trace viewer (`static/`), with the list of what is served in its footer."""
+        return index_page()
+
+    @app.get("/static/{name}")
+    async def static_file(name: str) -> Response:
+        if name not in STATIC_TYPES:
+            return JSONResponse({"error": {"kind": "not_found", "message": f"no {name}"}},
+                                status_code=404)
+        return Response((STATIC / name).read_bytes(), media_type=STATIC_TYPES[name])
 
     @app.get("/metrics", dependencies=guard)
     async def prometheus() -> Response:

@@ -5,17 +5,14 @@ status lines, SSE framing, and a client that disconnects mid-stream.
 """
 
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import uvicorn
-
 from opencomposer.config import LoadedSettings, Settings
 from opencomposer.serving.engines.base import Engine
 from opencomposer.serving.http.app import create_app
+from opencomposer.serving.http.threaded import serve_in_thread
 
 
 @contextmanager
@@ -30,19 +27,5 @@ def live_server(engine: Engine, home: Path, *, token: str | None = None,
     loaded = LoadedSettings(Settings(home=home, models_dir=home / "models",
                                      server=server_settings))
     app = create_app(loaded, token, engine=engine)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout)
+    with serve_in_thread(app, timeout=timeout) as url:
+        yield url

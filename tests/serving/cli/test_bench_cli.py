@@ -51,3 +51,21 @@ def test_bench_agent_reports_every_figure():
                      "trace store: size / 1,000 items", "prompt rebuild: 50 items"]
     for row in report["rows"]:
         assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0
+
+
+def test_bench_http_reports_every_figure():
+    proc = subprocess.run([CLI, "bench", "http", "--concurrency", "1", "--concurrency", "3",
+                           "--requests", "6", "--turns", "4", "--json"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["concurrency"], report["requests"], report["turns"]) == ([1, 3], 6, 4)
+    names = [row["name"] for row in report["rows"]]
+    assert names == [
+        *(f"chat completion, {c}: {figure}" for c in ("1 client", "3 clients")
+          for figure in ("throughput", "p50 latency", "p99 latency")),
+        *(f"agent turn, {c}: first event {p}" for c in ("1 client", "3 clients")
+          for p in ("p50", "p99")),
+    ]
+    for row in report["rows"]:
+        assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0

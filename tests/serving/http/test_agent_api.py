@@ -47,15 +47,6 @@ def text(value: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "app.py").write_text("print('hi')\n")
-    (root / "util.py").write_text("X = 1\n")
-    return root
-
-
-@pytest.fixture
 def serve(tmp_path: Path) -> Callable[[list[Reply]], Any]:
     @contextmanager
     def make(replies: list[Reply]) -> Iterator[tuple[str, ScriptedEngine]]:

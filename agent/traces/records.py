@@ -1,0 +1,42 @@
+"""Building the records the trace store keeps beside the event log: each model call as sent
+and as sampled (the token layer), and what became of the agent's edits (a reward signal)."""
+
+from datetime import datetime
+
+from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.traces.store import ModelCallRecord, Outcome
+from opencomposer.serving.engines.base import GenerationRequest, GenerationResult
+from opencomposer.serving.engines.errors import EngineError
+
+
+def model_call_record(*, thread_id: str, turn_id: str, step: int, purpose: str, segment: int,
+                      request: GenerationRequest, started: datetime, duration_ms: int,
+                      engine: str, result: GenerationResult | None = None,
+                      error: EngineError | None = None) -> ModelCallRecord:
+    tokens = result.tokens if result else None
+    return ModelCallRecord(
+        thread_id=thread_id, turn_id=turn_id, step=step, purpose=purpose, segment=segment,
+        request=request.model_dump(mode="json"), started_at=started, duration_ms=duration_ms,
+        engine=engine, model=(result.model if result else None) or request.model,
+        response=result.to_json() if result else None,
+        error={"kind": error.kind, "message": error.message} if error else None,
+        weights_version=tokens.weights_version if tokens else None,
+        prompt_token_ids=tokens.prompt_token_ids if tokens else None,
+        completion_token_ids=tokens.completion_token_ids if tokens else None,
+        logprobs=tokens.logprobs if tokens else None,
+        routed_experts=tokens.routed_experts if tokens else None,
+    )
+
+
+def edit_outcomes(harness: ToolHarness, thread_id: str, turn_id: str) -> list[Outcome]:
+    """For each file the turn changed: kept as the agent wrote it, reverted to what it was
+    before, or changed since (compared with the turn's checkpoints)."""
+    outcomes = []
+    for restore in harness.checkpoints.plan_undo("turn", turn_id):
+        current = restore.path.read_bytes() if restore.path.is_file() else None
+        kind = ("edit_kept" if current == restore.expected else
+                "edit_reverted" if current == restore.restore else "edit_modified")
+        outcomes.append(Outcome(thread_id, kind,
+                                {"path": harness.workspace.relative(restore.path)},
+                                turn_id=turn_id))
+    return outcomes

@@ -1,0 +1,255 @@
+"""`opencomposer bench http`: what serving over HTTP costs, with the model taken out.
+
+The server runs under uvicorn on a loopback port, in a thread of this process, with an engine
+that answers at once (`InstantEngine`: a replay engine that streams the same short answer for
+every request), so what is measured is the HTTP layer, routing, validation, JSON and SSE, and
+the client. At each concurrency (1, 16 and 100 clients by default), each beside the same engine
+called in-process, without HTTP:
+
+- chat completions: non-streaming `POST /v1/chat/completions`, requests per second and the
+  p50 and p99 latency of a request; baseline: `complete(engine, request)` with the same
+  number of concurrent callers.
+- agent turns: time to the first event of a turn, from `POST /v1/threads/{id}/turns` to its
+  first SSE frame (`turn.started`); each client has its own thread and reads every turn to
+  `turn.completed` before starting the next. Baseline: the runtime in-process,
+  `session.start_turn` to the first event of a subscription to the thread's log.
+
+Both sides run in one process on the same cores, so the ratio is the HTTP overhead; compare
+ratios taken in one run, not figures across runs or machines.
+"""
+
+import asyncio
+import math
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from opencomposer.benchmark import Row
+from opencomposer.config import LoadedSettings, Settings
+from opencomposer.serving.engines.base import (
+    ChatMessage,
+    EngineEvent,
+    GenerationRequest,
+    GenerationResult,
+    complete,
+)
+from opencomposer.serving.engines.replay import ReplayEngine
+
+ANSWER = "Done: the tests pass."
+PROMPT = [{"role": "system", "content": "You are a coding agent."},
+          {"role": "user", "content": "Do the tests pass?"}]
+
+
+class InstantEngine(ReplayEngine):
+    """A replay engine that never runs out: every generation is the same short answer,
+    streamed at once."""
+
+    def __init__(self) -> None:
+        super().__init__([GenerationResult(text=ANSWER)], model="instant")
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        self._next = 0
+        async for event in super().generate(request):
+            yield event
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile (`q` in 0..1) of `values`."""
+    ordered = sorted(values)
+    return ordered[max(min(math.ceil(q * len(ordered)) - 1, len(ordered) - 1), 0)]
+
+
+@contextmanager
+def serving(root: Path, engine: InstantEngine) -> Iterator[str]:
+    """The app under uvicorn on a loopback port in a background thread, its home and its
+    workspaces under `root`; yields its URL."""
+    from opencomposer.serving.http.app import create_app
+    from opencomposer.serving.http.threaded import serve_in_thread
+
+    settings = Settings(home=root / "server", models_dir=root / "models",
+                        server={"workspace_roots": [root]})
+    app = create_app(LoadedSettings(settings), None, engine=engine)
+    with serve_in_thread(app) as url:
+        yield url
+
+
+async def clients(concurrency: int, total: int,
+                  one: Callable[[int], Awaitable[float]]) -> tuple[float, list[float]]:
+    """`total` calls of `one(client)` by `concurrency` clients, each calling in turn;
+    the wall time and each call's figure."""
+    figures: list[float] = []
+    counter = iter(range(total))
+
+    async def client(number: int) -> None:
+        for _ in counter:
+            figures.append(await one(number))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(n) for n in range(concurrency)))
+    return time.perf_counter() - started, figures
+
+
+# --------------------------------------------------------------------------- chat completions
+
+
+async def chat_over_http(url: str, concurrency: int, total: int) -> tuple[float, list[float]]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        async def one(_client: int) -> float:
+            started = time.perf_counter()
+            response = await http.post("/v1/chat/completions", json={"messages": PROMPT})
+            response.raise_for_status()
+            if response.json()["choices"][0]["message"]["content"] != ANSWER:
+                raise RuntimeError(f"unexpected answer: {response.text}")
+            return time.perf_counter() - started
+
+        await clients(concurrency, concurrency, one)  # connections open, imports done
+        return await clients(concurrency, total, one)
+
+
+async def chat_in_process(engine: InstantEngine, concurrency: int,
+                          total: int) -> tuple[float, list[float]]:
+    request = GenerationRequest(messages=[ChatMessage(**m) for m in PROMPT])
+
+    async def one(_client: int) -> float:
+        started = time.perf_counter()
+        result = await complete(engine, request)
+        if result.text != ANSWER:
+            raise RuntimeError(f"unexpected answer: {result.text!r}")
+        return time.perf_counter() - started
+
+    await clients(concurrency, concurrency, one)
+    return await clients(concurrency, total, one)
+
+
+def chat_rows(concurrency: int, total: int, http: tuple[float, list[float]],
+              local: tuple[float, list[float]]) -> list[Row]:
+    (http_wall, http_lat), (local_wall, local_lat) = http, local
+    name = f"chat completion, {concurrency} client{'s' if concurrency > 1 else ''}"
+    note = f"{total} non-streaming requests"
+    return [
+        Row(f"{name}: throughput", "in-process", total / local_wall, total / http_wall,
+            "req/s", f"{note}; higher is better"),
+        Row(f"{name}: p50 latency", "in-process", percentile(local_lat, 0.5),
+            percentile(http_lat, 0.5), "s", note),
+        Row(f"{name}: p99 latency", "in-process", percentile(local_lat, 0.99),
+            percentile(http_lat, 0.99), "s", note),
+    ]
+
+
+# --------------------------------------------------------------------------- agent turns
+
+
+def turn_body(client: int) -> dict[str, Any]:
+    return {"input": [{"type": "text", "text": f"Client {client}: do the tests pass?"}]}
+
+
+async def turns_over_http(url: str, workspace: Path, concurrency: int,
+                          total: int) -> list[float]:
+    limits = httpx.Limits(max_connections=concurrency * 2,
+                          max_keepalive_connections=concurrency * 2)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        async def new_thread() -> str:
+            response = await http.post("/v1/threads", json={"workspace": str(workspace)})
+            response.raise_for_status()
+            return response.json()["thread"]["id"]
+
+        threads = await asyncio.gather(*(new_thread() for _ in range(concurrency)))
+
+        async def one(client: int) -> float:
+            started = time.perf_counter()
+            first: float | None = None
+            async with http.stream("POST", f"/v1/threads/{threads[client]}/turns",
+                                   json=turn_body(client)) as response:
+                response.raise_for_status()
+                async for line in response.aiter_lines():
+                    if first is None and line.startswith("event: "):
+                        first = time.perf_counter() - started
+                    if line == "event: turn.completed":
+                        break
+            if first is None:
+                raise RuntimeError("a turn's stream sent no event")
+            return first
+
+        await clients(concurrency, concurrency, one)
+        return (await clients(concurrency, total, one))[1]
+
+
+async def turns_in_process(root: Path, workspace: Path, concurrency: int,
+                           total: int) -> list[float]:
+    from opencomposer.agent.protocol.events import TurnCompletedEvent
+    from opencomposer.agent.protocol.items import TextInput
+    from opencomposer.agent.runtime import AgentRuntime
+
+    settings = Settings(home=root / "home", models_dir=root / "models")
+    runtime = AgentRuntime(settings, InstantEngine())
+    try:
+        sessions = [await runtime.start_thread(workspace) for _ in range(concurrency)]
+
+        async def one(client: int) -> float:
+            session = sessions[client]
+            started = time.perf_counter()
+            after = session.log.seq
+            turn = await session.start_turn([TextInput(text=turn_body(client)["input"][0]
+                                                       ["text"])])
+            subscription = session.subscribe(after, answers_approvals=True)
+            try:
+                await anext(subscription)
+                first = time.perf_counter() - started
+                async for event in subscription:
+                    if isinstance(event, TurnCompletedEvent) and event.turn.id == turn.id:
+                        break
+            finally:
+                subscription.close()
+            return first
+
+        await clients(concurrency, concurrency, one)
+        return (await clients(concurrency, total, one))[1]
+    finally:
+        await runtime.close()
+
+
+def turn_rows(concurrency: int, total: int, http: list[float],
+              local: list[float]) -> list[Row]:
+    name = f"agent turn, {concurrency} client{'s' if concurrency > 1 else ''}"
+    note = f"{total} one-step turns, each client in its own thread"
+    return [
+        Row(f"{name}: first event p50", "in-process", percentile(local, 0.5),
+            percentile(http, 0.5), "s", note),
+        Row(f"{name}: first event p99", "in-process", percentile(local, 0.99),
+            percentile(http, 0.99), "s", note),
+    ]
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+async def run_http_bench(*, concurrency: list[int] | None = None, requests: int = 1000,
+                         turns: int = 200) -> tuple[list[Row], dict[str, Any]]:
+    """Every measurement above at each concurrency; at least one request (turn) per client."""
+    levels = concurrency or [1, 16, 100]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="opencomposer-bench-http-") as scratch:
+        root = Path(scratch)
+        workspace = root / "workspace"
+        workspace.mkdir()
+        (workspace / "README.md").write_text("A tiny workspace for the HTTP benchmark.\n")
+        engine = InstantEngine()
+        with serving(root, engine) as url:
+            for level in levels:
+                total = max(requests, level)
+                http = await chat_over_http(url, level, total)
+                local = await chat_in_process(InstantEngine(), level, total)
+                rows += chat_rows(level, total, http, local)
+            for level in levels:
+                total = max(turns, level)
+                http_turns = await turns_over_http(url, workspace, level, total)
+                local_turns = await turns_in_process(root / f"local{level}", workspace,
+                                                     level, total)
+                rows += turn_rows(level, total, http_turns, local_turns)
+    return rows, {"concurrency": levels, "requests": requests, "turns": turns}

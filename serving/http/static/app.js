@@ -1,0 +1,412 @@
+// The trace viewer: threads, their turns and items, and live turns over SSE.
+// Plain DOM: every piece of text goes in through text nodes, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "opencomposer.token";
+const TOOL_TYPES = new Set(["tool_call", "command_execution", "file_change", "search",
+  "file_read", "todo_list"]);
+
+const state = {
+  threadId: null,
+  items: new Map(),   // item id -> {item, el}
+  turns: new Map(),   // turn id -> {turn, el, items, footer}
+  running: null,      // id of the turn being streamed
+  lastSeq: 0,
+};
+
+// ------------------------------------------------------------------ DOM helper
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const collapsed = (label, body, open) =>
+  h("details", { open }, h("summary", null, label), body);
+
+const pre = (text, cls) => h("pre", { class: cls }, text ?? "");
+
+function when(value) {
+  return value ? new Date(value).toLocaleString() : "";
+}
+
+function setStatus(message, isError) {
+  $("status").textContent = message || "";
+  $("status").className = isError ? "error" : "";
+}
+
+// ------------------------------------------------------------------ HTTP
+
+function headers(extra) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const all = { ...(extra || {}) };
+  if (token) all.Authorization = `Bearer ${token}`;
+  return all;
+}
+
+async function failure(response) {
+  let message = `${response.status} ${response.statusText}`;
+  try {
+    const body = await response.json();
+    message = body.error?.message || body.detail || message;
+  } catch (_) { /* not JSON */ }
+  return new Error(message);
+}
+
+async function api(path, body) {
+  const init = body === undefined ? { headers: headers() }
+    : { method: "POST", headers: headers({ "Content-Type": "application/json" }),
+        body: JSON.stringify(body) };
+  const response = await fetch(path, init);
+  if (!response.ok) throw await failure(response);
+  return response.json();
+}
+
+// Reads an SSE body (fetch + ReadableStream: EventSource cannot send headers).
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let type = null, data = "";
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event:")) type = line.slice(6).trim();
+        else if (line.startsWith("data:")) data += line.slice(5).replace(/^ /, "");
+      }
+      if (type && data) onEvent(type, JSON.parse(data));
+    }
+  }
+}
+
+// ------------------------------------------------------------------ threads
+
+async function loadThreads() {
+  try {
+    const { data } = await api("/v1/threads?limit=100");
+    $("threads").replaceChildren(...data.map((thread) => h("li",
+      { class: thread.id === state.threadId ? "current" : null },
+      h("a", { href: `#thread=${thread.id}` },
+        h("strong", null, thread.title || "(untitled)"),
+        h("span", { class: "meta" }, thread.workspace),
+        h("span", { class: "meta" }, when(thread.updated_at))))));
+  } catch (error) {
+    setStatus(`Cannot list threads: ${error.message}`, true);
+  }
+}
+
+async function openThread(threadId) {
+  state.threadId = threadId;
+  state.items.clear();
+  state.turns.clear();
+  state.lastSeq = 0;
+  $("turns").replaceChildren();
+  $("composer").hidden = false;
+  try {
+    const { thread, turns } = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
+    $("thread-header").replaceChildren(
+      h("h2", null, thread.title || "(untitled)"),
+      h("p", { class: "meta" }, `${thread.workspace} · ${thread.model || "default model"}`,
+        ` · ${thread.id} · updated ${when(thread.updated_at)}`));
+    for (const turn of turns) {
+      addTurn(turn);
+      for (const item of turn.items) showItem(item);
+    }
+    setStatus("");
+    const last = turns[turns.length - 1];
+    if (last && last.status === "in_progress" && !state.running) await follow(threadId);
+  } catch (error) {
+    setStatus(`Cannot open thread: ${error.message}`, true);
+  }
+  loadThreads();
+}
+
+// A turn is running already (started elsewhere, or before a reload): replay the log into a
+// fresh view and follow it live.
+async function follow(threadId) {
+  state.items.clear();
+  state.turns.clear();
+  $("turns").replaceChildren();
+  const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/events/stream`,
+    { headers: headers({ "Last-Event-ID": "0" }) });
+  if (!response.ok) throw await failure(response);
+  await streamTurn(response);
+}
+
+// ------------------------------------------------------------------ turns
+
+function addTurn(turn) {
+  const items = h("div", { class: "items" });
+  const footer = h("div", { class: "turn-footer" });
+  const el = h("section", { class: "turn", "data-turn": turn.id },
+    h("h3", null, `Turn ${state.turns.size + 1}`, h("span", { class: "meta" },
+      ` ${when(turn.started_at)}`)), items, footer);
+  state.turns.set(turn.id, { turn, el, items, footer });
+  $("turns").append(el);
+  updateTurn(turn);
+}
+
+function updateTurn(turn) {
+  const entry = state.turns.get(turn.id);
+  if (!entry) return addTurn(turn);
+  entry.turn = turn;
+  const u = turn.usage || {};
+  entry.footer.replaceChildren(
+    h("span", { class: `badge ${turn.status}` }, turn.status),
+    turn.stop_reason ? h("span", null, `stop: ${turn.stop_reason}`) : null,
+    h("span", { class: "usage" }, `tokens: ${u.prompt_tokens || 0} prompt`,
+      ` (${u.cached_prompt_tokens || 0} cached) · ${u.completion_tokens || 0} completion`,
+      ` · ${u.model_calls || 0} model calls`),
+    turn.error ? h("span", { class: "error" }, `${turn.error.kind}: ${turn.error.message}`)
+      : null);
+}
+
+async function startTurn(text) {
+  const threadId = state.threadId;
+  setRunning("starting");
+  try {
+    const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/turns`, {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json" }),
+      body: JSON.stringify({ input: [{ type: "text", text }] }),
+    });
+    if (!response.ok) throw await failure(response);
+    $("request").value = "";
+    await streamTurn(response);
+  } catch (error) {
+    setStatus(`Turn failed: ${error.message}`, true);
+  } finally {
+    setRunning(null);
+    loadThreads();
+  }
+}
+
+async function streamTurn(response) {
+  await readEvents(response, (type, event) => {
+    state.lastSeq = Math.max(state.lastSeq, event.seq || 0);
+    if (type === "turn.started") {
+      setRunning(event.turn.id);
+      updateTurn(event.turn);
+    } else if (type === "turn.completed") {
+      updateTurn(event.turn);
+      setRunning(null);
+    } else if (type === "item.started" || type === "item.completed") {
+      showItem(event.item);
+    } else if (type === "item.delta") {
+      const entry = state.items.get(event.item_id);
+      if (!entry) return;
+      const { delta } = event;
+      if (delta.kind === "text") entry.item.text = (entry.item.text || "") + delta.text;
+      else entry.item.output = (entry.item.output || "") + delta.text;
+      showItem(entry.item);
+    }
+  });
+}
+
+function setRunning(turnId) {
+  state.running = turnId;
+  $("send").disabled = Boolean(turnId);
+  $("interrupt").hidden = !turnId || turnId === "starting";
+}
+
+async function interrupt() {
+  if (!state.running || state.running === "starting") return;
+  try {
+    await api(`/v1/threads/${encodeURIComponent(state.threadId)}/turns/` +
+      `${encodeURIComponent(state.running)}/interrupt`, {});
+  } catch (error) {
+    setStatus(`Cannot interrupt: ${error.message}`, true);
+  }
+}
+
+async function decide(item, decision) {
+  const message = decision === "deny" ? prompt("Note for the model (optional)") : null;
+  try {
+    const answer = await api(`/v1/threads/${encodeURIComponent(state.threadId)}/approvals/` +
+      `${encodeURIComponent(item.id)}`, { decision, message: message || null });
+    showItem(answer.item);
+  } catch (error) {
+    setStatus(`Cannot answer the approval: ${error.message}`, true);
+  }
+}
+
+// ------------------------------------------------------------------ items
+
+// Adds the item to its turn, or replaces what is shown for it (keeping open <details>).
+function showItem(item) {
+  const old = state.items.get(item.id);
+  const el = renderItem(item);
+  if (old) {
+    const wasOpen = [...old.el.querySelectorAll("details")].map((d) => d.open);
+    const now = el.querySelectorAll("details");
+    if (now.length === wasOpen.length) now.forEach((d, i) => { d.open = wasOpen[i]; });
+    old.el.replaceWith(el);
+  } else {
+    let turn = state.turns.get(item.turn_id);
+    if (!turn) {
+      addTurn({ id: item.turn_id, status: "in_progress", usage: {} });
+      turn = state.turns.get(item.turn_id);
+    }
+    turn.items.append(el);
+  }
+  state.items.set(item.id, { item, el });
+}
+
+function renderItem(item) {
+  const body = TOOL_TYPES.has(item.type) ? renderTool(item) : (RENDER[item.type] ||
+    ((i) => pre(JSON.stringify(i, null, 2))))(item);
+  return h("div", { class: `item ${item.type}`, "data-item": item.id, "data-type": item.type },
+    h("div", { class: "item-head" }, h("span", { class: "kind" }, item.type.replace("_", " ")),
+      item.status !== "completed" ? h("span", { class: `badge ${item.status}` }, item.status)
+        : null),
+    body);
+}
+
+const RENDER = {
+  user_message: (item) => [
+    ...item.content.map((part) => part.type === "text" ? h("div", { class: "text" }, part.text)
+      : h("div", { class: "ref" }, `📄 ${part.path}`,
+        part.range ? `:${part.range.start}-${part.range.end}` : "",
+        part.note ? ` — ${part.note}` : "")),
+    item.context ? collapsed("context", pre(item.context)) : null,
+  ],
+  agent_message: (item) => h("div", { class: "text" }, item.text),
+  reasoning: (item) => collapsed("reasoning", pre(item.text)),
+  context_summary: (item) => collapsed(
+    `context summary #${item.summary_index} (${item.method}, ` +
+    `${item.tokens_before ?? "?"} → ${item.tokens_after ?? "?"} tokens)`,
+    [pre(item.text), item.state ? pre(item.state) : null]),
+  approval_request: (item) => [
+    h("div", null, h("strong", null, item.tool), ` (${item.action_class}): `, item.summary),
+    h("div", { class: "meta" }, item.reason),
+    item.decision === null || item.decision === undefined
+      ? (item.status === "in_progress" ? h("div", { class: "actions" },
+        h("button", { type: "button", class: "approve", onclick: () => decide(item, "approve") },
+          "Approve"),
+        h("button", { type: "button", class: "deny", onclick: () => decide(item, "deny") },
+          "Deny")) : null)
+      : h("div", null, `decision: ${item.decision} by ${item.decided_by || "?"}`,
+        item.message ? ` — ${item.message}` : ""),
+  ],
+  error: (item) => h("div", { class: "error" }, `${item.error.kind}: ${item.error.message}`),
+};
+
+function renderTool(item) {
+  const a = item.arguments || {};
+  let what;
+  switch (item.type) {
+    case "command_execution":
+      what = [pre(`$ ${item.command || a.command || ""}`, "command"),
+        h("div", { class: "meta" }, `cwd ${item.cwd}`,
+          item.exit_code !== null && item.exit_code !== undefined
+            ? ` · exit ${item.exit_code}` : "",
+          item.timed_out ? " · timed out" : "", item.sandbox ? ` · ${item.sandbox}` : "")];
+      break;
+    case "search":
+      what = h("div", null, h("code", null, item.query || a.pattern || a.query || ""),
+        h("span", { class: "meta" }, ` ${item.method}`,
+          item.match_count !== null && item.match_count !== undefined
+            ? ` · ${item.match_count} matches in ${item.file_count ?? "?"} files` : "",
+          item.truncated ? " · truncated" : ""));
+      break;
+    case "file_read":
+      what = h("div", null, h("code", null, item.path || a.path || ""),
+        item.range ? ` lines ${item.range.start}-${item.range.end}` : "",
+        item.total_lines ? h("span", { class: "meta" }, ` of ${item.total_lines}`) : "");
+      break;
+    case "file_change":
+      what = item.changes.map((change) => h("div", { class: "change" },
+        h("div", null, h("code", null, change.path), ` ${change.kind}`,
+          change.move_to ? ` → ${change.move_to}` : ""),
+        change.diff ? renderDiff(change.diff) : null));
+      break;
+    case "todo_list":
+      what = h("ul", { class: "todos" }, item.todos.map((todo) => h("li",
+        { class: todo.status },
+        `${{ pending: "☐", in_progress: "▶", completed: "☑" }[todo.status] || "·"} `,
+        todo.content)));
+      break;
+    default:
+      what = pre(item.arguments_text || JSON.stringify(a, null, 2), "arguments");
+  }
+  return [
+    h("div", { class: "tool" }, h("strong", null, item.tool),
+      item.action_class ? h("span", { class: "meta" }, ` ${item.action_class}`) : null,
+      item.duration_ms !== null && item.duration_ms !== undefined
+        ? h("span", { class: "meta" }, ` · ${item.duration_ms} ms`) : null),
+    what,
+    item.error ? h("div", { class: "error" }, `${item.error.kind}: ${item.error.message}`)
+      : null,
+    item.output ? collapsed("output", pre(item.output, "output")) : null,
+  ];
+}
+
+function renderDiff(diff) {
+  return h("pre", { class: "diff" }, diff.split("\n").map((line) => h("span", {
+    class: line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add"
+      : line.startsWith("-") ? "del" : null,
+  }, `${line}\n`)));
+}
+
+// ------------------------------------------------------------------ wiring
+
+function route() {
+  const match = location.hash.match(/^#thread=(.+)$/);
+  if (match) openThread(decodeURIComponent(match[1]));
+  else loadThreads();
+}
+
+$("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const token = $("token").value.trim();
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  $("token").value = "";
+  setStatus("");
+  route();
+});
+
+$("new-thread").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    const { thread } = await api("/v1/threads", {
+      workspace: $("workspace").value.trim(), title: $("title").value.trim() || null,
+    });
+    $("title").value = "";
+    location.hash = `thread=${thread.id}`;
+  } catch (error) {
+    setStatus(`Cannot create the thread: ${error.message}`, true);
+  }
+});
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("request").value.trim();
+  if (text && state.threadId && !state.running) startTurn(text);
+});
+
+$("request").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit();
+});
+
+$("interrupt").addEventListener("click", interrupt);
+$("refresh").addEventListener("click", loadThreads);
+window.addEventListener("hashchange", route);
+route();

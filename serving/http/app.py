@@ -22,7 +22,12 @@ from opencomposer.serving.http import agent_api, model_api
 from opencomposer.serving.http.auth import BearerToken
 from opencomposer.serving.http.limits import BodyLimit
 from opencomposer.serving.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from opencomposer.serving.http.metrics import MeteredEngine, RequestMetrics, ServerMetrics
+from opencomposer.serving.http.metrics import (
+    MeteredEngine,
+    RequestMetrics,
+    ServerMetrics,
+    tag_logs_with_request_ids,
+)
 from opencomposer.serving.http.state import ServerState
 
 ENDPOINTS = {
@@ -135,6 +140,7 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
 
     app.add_middleware(BodyLimit, max_bytes=loaded.settings.server.max_body_bytes)
     app.add_middleware(RequestMetrics, metrics=metrics)
+    tag_logs_with_request_ids()
     app.include_router(model_api.router, dependencies=guard)
     app.include_router(agent_api.router, dependencies=guard)
     app.state.settings = loaded

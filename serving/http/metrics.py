@@ -1,4 +1,5 @@
-"""`/metrics`: what the server is doing, in the Prometheus exposition format.
+"""`/metrics`: what the server is doing, in the Prometheus exposition format; and request ids,
+on every response and every log record written while handling it.
 
 Each app has its own registry (no global state: tests and several servers in one process stay
 apart). Requests are counted and timed by route template, not raw path, so thread ids do not
@@ -7,12 +8,17 @@ endpoints and the agent runtime use: tokens in and out, and speculative-decoding
 acceptances, as each generation finishes.
 """
 
+import logging
+import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from opencomposer.logs import LOGGER_NAME
 from opencomposer.serving.engines.base import (
     Engine,
     EngineEvent,
@@ -22,6 +28,9 @@ from opencomposer.serving.engines.base import (
 )
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# A client's own request id is kept when it is short and plain; anything else is replaced.
+_SANE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+log = logging.getLogger(__name__)
 
 
 class ServerMetrics:
@@ -93,8 +102,30 @@ class MeteredEngine:
         await self.inner.aclose()
 
 
+REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
+"""The id of the request being handled, for every log record written while handling it."""
+
+
+class RequestIdFilter(logging.Filter):
+    """Adds `request_id` to records logged while a request is handled."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request_id = REQUEST_ID.get()
+        if request_id is not None and not hasattr(record, "request_id"):
+            record.request_id = request_id
+        return True
+
+
+def tag_logs_with_request_ids() -> None:
+    """Install the filter on the project's log handlers (once)."""
+    for handler in logging.getLogger(LOGGER_NAME).handlers:
+        if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
+            handler.addFilter(RequestIdFilter())
+
+
 class RequestMetrics:
-    """ASGI middleware: count and time every request by its route template."""
+    """ASGI middleware: give every request an id (the client's `X-Request-Id` when it sends a
+    sane one), count and time it by route template, and log one line for it."""
 
     def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
         self.app = app
@@ -105,16 +136,25 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         started, status = time.perf_counter(), 500
+        given = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if _SANE_ID.fullmatch(given) else uuid.uuid4().hex
+        token = REQUEST_ID.set(request_id)
 
         async def recording_send(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-request-id", request_id.encode())]}
             await send(message)
 
         try:
             await self.app(scope, receive, recording_send)
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
+            seconds = time.perf_counter() - started
             self.metrics.requests.labels(scope["method"], route, str(status)).inc()
-            self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+            self.metrics.latency.labels(route).observe(seconds)
+            log.info("%s %s %s", scope["method"], route, status,
+                     extra={"duration_ms": round(seconds * 1000, 1)})
+            REQUEST_ID.reset(token)

@@ -66,3 +66,13 @@ async def test_speculative_decoding_is_counted() -> None:
     assert sample(text, "opencomposer_spec_verify_steps_total") == 4
     assert sample(text, "opencomposer_spec_accepted_tokens_total") == 5
     assert sample(text, "opencomposer_spec_drafted_tokens_total") == 12
+
+
+def test_every_response_carries_a_request_id(tmp_path: Path) -> None:
+    with live_server(ScriptedEngine([]), tmp_path / "home") as url:
+        fresh = httpx.get(f"{url}/healthz").headers["x-request-id"]
+        kept = httpx.get(f"{url}/healthz", headers={"X-Request-Id": "trace-42"})
+        replaced = httpx.get(f"{url}/healthz", headers={"X-Request-Id": "no spaces; please"})
+    assert len(fresh) == 32
+    assert kept.headers["x-request-id"] == "trace-42"
+    assert replaced.headers["x-request-id"] != "no spaces; please"

@@ -33,7 +33,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, closing
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -71,6 +71,7 @@ from opencomposer.serving.engines.base import (
     GenerationResult,
     ToolCall,
     Usage,
+    complete,
 )
 from opencomposer.serving.engines.replay import ReplayEngine
 
@@ -213,9 +214,7 @@ async def time_bare_replay(results: list[GenerationResult]) -> float:
 
     async def consume() -> None:
         for _ in results:
-            async with aclosing(engine.generate(request)) as stream:
-                async for _event in stream:
-                    pass
+            await complete(engine, request)
 
     return await timed(consume) / len(results)
 

@@ -33,7 +33,7 @@ from opencomposer.serving.engines.base import ChatMessage, ToolCall
 
 # Paths listed in the state block and the turn context; older ones are dropped.
 MAX_LISTED_FILES = 20
-_TODO_MARKS = {TodoStatus.pending: " ", TodoStatus.in_progress: "~", TodoStatus.completed: "x"}
+_CHECKBOX = {TodoStatus.pending: " ", TodoStatus.in_progress: "~", TodoStatus.completed: "x"}
 _NOT_RUN = "The call did not run: the turn was interrupted first."
 
 
@@ -163,7 +163,7 @@ def conversation_state(items: Sequence[Item], summary_count: int) -> str:
     """The state block kept verbatim beside a summary: plan, files touched, summary count."""
     edited, viewed = touched_files(items)
     return render("state", summary_count=summary_count, todos=current_todos(items),
-                  marks=_TODO_MARKS, edited=edited, viewed=viewed)
+                  marks=_CHECKBOX, edited=edited, viewed=viewed)
 
 
 def summary_count(items: Sequence[Item]) -> int:

@@ -96,9 +96,9 @@ def record_thread(store: TraceStore, thread_id: str, workspace: str, start: int 
 @pytest.fixture
 def store(tmp_path: Path):
     store = TraceStore(tmp_path / "traces.db")
-    record_thread(store, "thr_a", "/work/a", start=0)
-    record_thread(store, "thr_b", "/work/b", start=100)
-    store.set_consent("/work/b", True)
+    record_thread(store, "thr_a", "/projects/a", start=0)
+    record_thread(store, "thr_b", "/projects/b", start=100)
+    store.set_consent("/projects/b", True)
     yield store
     store.close()
 
@@ -121,7 +121,7 @@ def test_a_record_holds_both_layers_of_a_thread(store: TraceStore):
     turns = record.pop("turns")
     assert record == {
         "format": "opencomposer.trace/1",
-        "thread": {"id": "thr_a", "workspace": "/work/a", "title": "title of thr_a", "model": "m",
+        "thread": {"id": "thr_a", "workspace": "/projects/a", "title": "title of thr_a", "model": "m",
                    "approval_policy": ApprovalPolicy().model_dump(mode="json"),
                    "created_at": "2026-11-29T12:00:00Z", "updated_at": "2026-11-29T12:00:06Z"},
         "system_prompt": "You are a coding agent.",
@@ -148,10 +148,10 @@ def test_iter_threads_filters_by_id_workspace_and_consent(store: TraceStore):
 
     assert ids() == ["thr_b", "thr_a"]  # most recently updated first
     assert ids(for_training=True) == ["thr_b"]
-    assert ids(workspace="/work/a") == ["thr_a"]
-    assert ids(workspace="/work/a", for_training=True) == []
+    assert ids(workspace="/projects/a") == ["thr_a"]
+    assert ids(workspace="/projects/a", for_training=True) == []
     assert ids(thread_ids=["thr_a", "thr_b"]) == ["thr_a", "thr_b"]
-    assert ids(thread_ids=["thr_a", "thr_b"], workspace="/work/b") == ["thr_b"]
+    assert ids(thread_ids=["thr_a", "thr_b"], workspace="/projects/b") == ["thr_b"]
     assert [r["training_consent"] for r in iter_threads(store)] == [True, False]
     with pytest.raises(ExportError, match="unknown thread thr_nope"):
         list(iter_threads(store, thread_ids=["thr_nope"]))

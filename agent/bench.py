@@ -444,7 +444,7 @@ def bench_prompt(thread_items: int, repeat: int) -> list[Row]:
     chars = sum(len(m.content or "") + len(m.reasoning or "") for m in messages)
     return [Row(f"prompt rebuild: {len(items)} items", "items to JSON", median_of(dumps),
                 median_of(ours), "s", f"{len(messages)} messages, {chars / 1000:,.0f}k chars; "
-                "done twice per step")]
+                "once per step that changed the log")]
 
 
 # --------------------------------------------------------------------------- all of it

@@ -13,7 +13,6 @@ from pathlib import Path
 from opencomposer.agent.facts import system_prompt
 from opencomposer.agent.protocol.common import ApprovalPolicy, ErrorInfo
 from opencomposer.agent.protocol.events import (
-    ItemCompletedEvent,
     ItemDeltaEvent,
     ThreadStartedEvent,
     TurnCompletedEvent,
@@ -128,18 +127,14 @@ def _recover(session: ThreadSession) -> None:
     if not turns or turns[-1].status != TurnStatus.in_progress:
         return
     streamed = _streamed(session)
-    for index, item in enumerate(session.items):
-        if item.status != ItemStatus.in_progress:
-            continue
+    for item in [i for i in session.items if i.status == ItemStatus.in_progress]:
         text = "".join(streamed.get(item.id, []))
-        changes: dict = {"status": ItemStatus.interrupted}
+        changes: dict = {}
         if isinstance(item, ToolCallFields):
             changes["output"] = text + "\n[interrupted: the server stopped]"
         elif hasattr(item, "text"):
             changes["text"] = text
-        final = type(item).model_validate({**item.model_dump(), **changes})
-        session.items[index] = final
-        session.log.emit(ItemCompletedEvent, item=final)
+        session.complete_item(item, ItemStatus.interrupted, **changes)
     error = ErrorInfo(kind="server_stopped",
                       message="the server stopped while this turn was running")
     turn = Turn.model_validate({**turns[-1].model_dump(exclude={"items"}),

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opencomposer.agent.approvals import ApprovalGate
-from opencomposer.agent.context import current_todos
+from opencomposer.agent.context import build_messages, current_todos
 from opencomposer.agent.eventlog import Subscription, ThreadLog
 from opencomposer.agent.facts import turn_context
 from opencomposer.agent.protocol.common import ErrorInfo
@@ -49,7 +49,13 @@ from opencomposer.agent.traces.records import edit_outcomes, model_call_record
 from opencomposer.agent.traces.store import Outcome, TraceStore
 from opencomposer.agent.turn import TurnRunner
 from opencomposer.config import Settings
-from opencomposer.serving.engines.base import Capture, Engine, GenerationRequest, GenerationResult
+from opencomposer.serving.engines.base import (
+    Capture,
+    ChatMessage,
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+)
 from opencomposer.serving.engines.errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -91,6 +97,8 @@ class ThreadSession:
         self.system_prompt = system_prompt
         self.items: list[Item] = list(items)
         self._index = {item.id: n for n, item in enumerate(self.items)}
+        self._version = 0  # bumped by every change to `items`: the prompt is rebuilt only then
+        self._prompt: tuple[int, list[ChatMessage]] | None = None
         self._ids = itertools.count(len(self.items) + 1)
         self.log = ThreadLog(store, thread.id)
         self.log.on_unsubscribe = self._approvers_changed
@@ -202,6 +210,13 @@ class ThreadSession:
 
     # ------------------------------------------------------------------ items
 
+    def prompt(self) -> list[ChatMessage]:
+        """The messages the log gives the model now (`context.build_messages`), built once per
+        change of the log: a step both measures and sends it. Do not modify the list."""
+        if self._prompt is None or self._prompt[0] != self._version:
+            self._prompt = (self._version, build_messages(self.system_prompt, self.items))
+        return self._prompt[1]
+
     def new_item_id(self) -> str:
         return f"item_{next(self._ids)}"
 
@@ -212,6 +227,7 @@ class ThreadSession:
         """Log a new item (started; and completed at once when `complete`)."""
         self._index[item.id] = len(self.items)
         self.items.append(item)
+        self._version += 1
         self._open[item.id] = item
         self.log.emit(ItemStartedEvent, item=item)
         if complete:
@@ -232,6 +248,7 @@ class ThreadSession:
                 "completed_at": datetime.now(UTC)}
         final = type(current).model_validate(data)
         self.items[self._index[item.id]] = final
+        self._version += 1
         self._open.pop(item.id, None)
         self._partial.pop(item.id, None)
         self.log.emit(ItemCompletedEvent, item=final)

@@ -74,7 +74,7 @@ class Summarizer:
         session = self.runner.session
         if self._done_at == len(session.items) or not _model_output_since_summary(session.items):
             return False
-        messages = build_messages(session.system_prompt, session.items)
+        messages = session.prompt()
         tokens = session.meter.estimate(messages, session.tool_specs)
         if not force and tokens < session.summary_trigger:
             return False

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from opencomposer.agent.context import build_messages
 from opencomposer.agent.protocol.common import ApprovalMode, ErrorInfo
 from opencomposer.agent.protocol.items import (
     AgentMessageItem,
@@ -170,7 +169,7 @@ class TurnRunner:
 
     async def _step_once(self) -> GenerationResult:
         session = self.session
-        messages = build_messages(session.system_prompt, session.items)
+        messages = session.prompt()
         room = session.context_window - session.meter.estimate(messages, session.tool_specs)
         if room < MIN_STEP_TOKENS:
             raise ContextLengthExceeded(f"only {room} tokens of context left for the answer")

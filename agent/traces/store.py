@@ -401,10 +401,6 @@ class TraceStore:
                                (workspace,)).fetchone()
         return bool(row and row[0])
 
-    def consents(self) -> dict[str, bool]:
-        return {path: bool(flag) for path, flag in
-                self._db.execute("SELECT path, training_consent FROM workspaces")}
-
 
 def _thread(payload: str, updated_at: str) -> Thread:
     """A stored thread with its time of last change (kept in its own column: every event

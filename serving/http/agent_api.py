@@ -13,14 +13,13 @@ for a conflict (a turn already running), 400 for a malformed or invalid request.
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from fastapi.routing import APIRoute
 from pydantic import Field
 from starlette.background import BackgroundTask
 
@@ -41,6 +40,7 @@ from opencomposer.agent.protocol.methods import (
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.traces.export import iter_threads
+from opencomposer.serving.http.errors import describe, translating_route, validation_problems
 from opencomposer.serving.http.state import server_state
 
 HEARTBEAT_SECONDS = 15.0
@@ -61,34 +61,16 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"kind": kind, "message": message}}, status_code=status)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    """The first problems, where they are, in one line a person can act on."""
-    parts = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
+def _agent_error(exc: Exception) -> Response | None:
+    """Session errors and invalid requests in the protocol's error shape."""
+    if isinstance(exc, SessionError):
+        return error_response(STATUS_BY_KIND.get(exc.kind, 400), exc.kind, exc.message)
+    if isinstance(exc, RequestValidationError):
+        return error_response(400, "invalid_request", describe(validation_problems(exc)[:5]))
+    return None
 
 
-class AgentRoute(APIRoute):
-    """Reports session errors and invalid requests in the protocol's error shape. Done per
-    route rather than with app-wide handlers, so other routers keep their own conventions."""
-
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except SessionError as exc:
-                return error_response(STATUS_BY_KIND.get(exc.kind, 400), exc.kind, exc.message)
-            except RequestValidationError as exc:
-                return error_response(400, "invalid_request", _validation_message(exc))
-
-        return handle
-
-
-router = APIRouter(prefix="/v1", route_class=AgentRoute)
+router = APIRouter(prefix="/v1", route_class=translating_route(_agent_error))
 
 
 # ---------------------------------------------------------------------- request bodies

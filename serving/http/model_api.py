@@ -13,14 +13,13 @@ The model id `opencomposer-agent` names the agent, not a raw model: with an
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from opencomposer.agent.session import SessionError
@@ -50,6 +49,7 @@ from opencomposer.serving.engines.errors import (
     EngineUnavailable,
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
+from opencomposer.serving.http.errors import describe, translating_route, validation_problems
 from opencomposer.serving.http.state import ServerState, server_state
 
 
@@ -84,34 +84,21 @@ def engine_error(exc: EngineError) -> OpenAIError:
 
 def validation_error(exc: RequestValidationError | ValidationError) -> OpenAIError:
     """One 400 naming every invalid field; `param` is the first one, as OpenAI reports it."""
-    errors = exc.errors()
-    locations = [".".join(str(part) for part in e["loc"] if part != "body") for e in errors]
-    message = "; ".join(
-        f"{loc}: {e['msg']}" if loc else e["msg"] for loc, e in zip(locations, errors, strict=True)
-    )
-    return OpenAIError(400, message or "invalid request", param=locations[0] if errors else None)
+    problems = validation_problems(exc)
+    return OpenAIError(400, describe(problems), param=problems[0][0] if problems else None)
 
 
-class _OpenAIRoute(APIRoute):
-    """Renders `OpenAIError` and request validation errors (malformed JSON included) in
-    OpenAI's shape for this router's routes only; the rest of the app keeps FastAPI's."""
-
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                error = validation_error(exc)
-            except OpenAIError as exc:
-                error = exc
-            return JSONResponse(error.body, status_code=error.status)
-
-        return handle
+def _openai_error(exc: Exception) -> Response | None:
+    """`OpenAIError` and request validation errors (malformed JSON included) in OpenAI's
+    shape."""
+    if isinstance(exc, RequestValidationError):
+        exc = validation_error(exc)
+    if isinstance(exc, OpenAIError):
+        return JSONResponse(exc.body, status_code=exc.status)
+    return None
 
 
-router = APIRouter(route_class=_OpenAIRoute)
+router = APIRouter(route_class=translating_route(_openai_error))
 State = Annotated[ServerState, Depends(server_state)]
 
 
@@ -234,7 +221,7 @@ class ChatCompletionRequest(_In):
 @router.get("/v1/models")
 async def list_models(state: State) -> JSONResponse:
     try:
-        served = await state.engine.models()
+        served = await state.models()
     except EngineError as exc:
         raise engine_error(exc) from None
     data = []
@@ -257,7 +244,7 @@ async def chat_completions(body: ChatCompletionRequest, state: State,
         model = AGENT_MODEL
     else:
         engine = state.engine
-        model = await _resolve_model(engine, body.model)
+        model = await _resolve_model(state, body.model)
     try:
         generation = body.to_generation()
     except ValidationError as exc:
@@ -299,10 +286,10 @@ async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
     return AgentChatEngine(state.runtime, session)
 
 
-async def _resolve_model(engine: Engine, requested: str | None) -> str:
+async def _resolve_model(state: ServerState, requested: str | None) -> str:
     """The model id to answer with; a requested one must be served (404 otherwise)."""
     try:
-        served = [info.id for info in await engine.models()]
+        served = [info.id for info in await state.models()]
     except EngineError as exc:
         raise engine_error(exc) from None
     if requested is None:

@@ -78,10 +78,6 @@ class ForwardContext:
             capture_experts=capture_experts,
         )
 
-    @property
-    def num_tokens(self) -> int:
-        return int(self.slot_mapping.numel())
-
     def mask(self, index: int) -> Tensor:
         """The causal mask of sequence `index`, built once per forward and shared by every
         layer, on the device of the positions."""

@@ -100,7 +100,6 @@ async def test_events_stream_every_item_in_order_and_are_stored(make_runtime, re
 
 
 async def test_parallel_read_only_calls_run_together(make_runtime, repo: Path) -> None:
-    (repo / "slow.sh").write_text("sleep 0.6\n")
     engine = ScriptedEngine([
         Reply(calls=[call("run_terminal", command="sleep 0.6; echo one"),
                      call("run_terminal", command="sleep 0.6; echo two"),

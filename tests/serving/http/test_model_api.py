@@ -318,3 +318,18 @@ def test_the_embedded_tiny_model_answers_and_streams(serve, tiny_models_dir: Pat
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == done.choices[0].message.content
     assert chunks[-1].usage.completion_tokens == 4
+
+
+def test_the_model_list_is_not_fetched_for_every_completion(serve):
+    class Counting(ScriptedEngine):
+        asked = 0
+
+        async def models(self):
+            Counting.asked += 1
+            return await super().models()
+
+    with serve(Counting([Reply(text="one"), Reply(text="two")])) as url:
+        sdk = client(url)
+        for _ in range(2):
+            sdk.chat.completions.create(model="scripted-model", messages=HELLO)
+    assert Counting.asked == 1

@@ -17,7 +17,7 @@ own cache at the same slots as the main model's, so one block table serves both.
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -26,10 +26,7 @@ from opencomposer.serving.engines.embedded.attention import ForwardContext
 
 
 class CausalLM(nn.Module, ABC):
-    family: ClassVar[str]
-    """The `model_type` values of config.json this class serves, first one canonical."""
-
-    model_types: ClassVar[tuple[str, ...]]
+    """Which `model_type` a class serves is the loader's registry (`loader.FAMILIES`)."""
 
     vocab_size: int
     hidden_size: int

@@ -223,8 +223,6 @@ class DeepseekV3Model(nn.Module):
 
 
 class DeepseekV3ForCausalLM(CausalLM):
-    family = "deepseek_v3"
-    model_types = ("deepseek_v3", "kimi_k2")
 
     def __init__(self, config: DeepseekV3Config) -> None:
         super().__init__()

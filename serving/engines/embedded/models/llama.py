@@ -127,8 +127,6 @@ class LlamaModel(nn.Module):
 
 
 class LlamaForCausalLM(CausalLM):
-    family = "llama"
-    model_types = ("llama",)
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()

@@ -15,7 +15,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from opencomposer.serving.engines.embedded.attention import ForwardContext
-from opencomposer.serving.engines.embedded.loader import FAMILIES, ModelLoadError, load_model
+from opencomposer.serving.engines.embedded.loader import (
+    FAMILIES,
+    ModelLoadError,
+    family_class,
+    load_model,
+)
 from opencomposer.serving.engines.embedded.models import layers
 from opencomposer.serving.engines.embedded.models.llama import LlamaForCausalLM
 
@@ -186,7 +191,7 @@ def test_missing_weights_file_is_an_error(tmp_path: Path) -> None:
 
 def test_registry_names_llama() -> None:
     assert FAMILIES["llama"].endswith(":LlamaForCausalLM")
-    assert LlamaForCausalLM.model_types == ("llama",)
+    assert family_class("llama") is LlamaForCausalLM
 
 
 def test_rms_norm_matches_transformers() -> None:

@@ -121,7 +121,8 @@ def test_a_record_holds_both_layers_of_a_thread(store: TraceStore):
     turns = record.pop("turns")
     assert record == {
         "format": "opencomposer.trace/1",
-        "thread": {"id": "thr_a", "workspace": "/projects/a", "title": "title of thr_a", "model": "m",
+        "thread": {"id": "thr_a", "workspace": "/projects/a", "title": "title of thr_a",
+                   "model": "m",
                    "approval_policy": ApprovalPolicy().model_dump(mode="json"),
                    "created_at": "2026-11-29T12:00:00Z", "updated_at": "2026-11-29T12:00:06Z"},
         "system_prompt": "You are a coding agent.",

@@ -65,7 +65,7 @@ def test_a_shared_prefix_is_reused_and_gives_the_same_tokens(tiny_llama) -> None
     llm = engine(folder)
     first_prompt = list(range(30, 70))
     [first] = llm.generate([first_prompt], SamplingOptions(max_tokens=6))
-    follow_up = first.token_ids + [3, 4, 5]  # the next turn of the same conversation
+    follow_up = [*first.token_ids, 3, 4, 5]  # the next turn of the same conversation
     # The first request left 45 computed tokens (40 + 5 of its 6 outputs): 11 full blocks of
     # 4 that the follow-up finds in the cache instead of computing them again.
     probe = Sequence(follow_up, SamplingOptions())

@@ -143,7 +143,7 @@ def test_a_reused_prefix_still_speculates(checkpoint) -> None:
     llm = engine(checkpoint)
     options = SamplingOptions(max_tokens=TOKENS, draft_tokens=2)
     [first] = llm.generate([PROMPTS[2]], options)
-    follow_up = first.token_ids + [7, 8, 9]
+    follow_up = [*first.token_ids, 7, 8, 9]
     [second] = llm.generate([follow_up], options)
     assert second.spec.verify_steps > 0  # drafting went on after the cached prefix
     assert second.output_ids == plain(checkpoint, [follow_up])[0]

@@ -73,13 +73,14 @@ def http(
     json: Json = False,
 ) -> None:
     """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
-    turn's first SSE event, against an instant engine, beside the same engine in-process."""
+    turn's first SSE event, against an instant engine served from a process of its own, beside
+    the same engine in-process."""
     from opencomposer.serving.http.bench import run_http_bench  # the server loads only here
 
     with err.status("benchmarking the HTTP server"):
         rows, info = asyncio.run(run_http_bench(concurrency=concurrency, requests=requests,
                                                 turns=turns))
     levels = ", ".join(str(level) for level in info["concurrency"])
-    print_bench(rows, info, f"a loopback uvicorn server and an instant replay engine; "
-                            f"{levels} concurrent clients; {requests:,} chat completions and "
-                            f"{turns:,} agent turns per level", json)
+    print_bench(rows, info, f"a loopback uvicorn server in its own process and an instant "
+                            f"replay engine; {levels} concurrent clients; {requests:,} chat "
+                            f"completions and {turns:,} agent turns per level", json)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opencomposer.serving.engines.errors import EngineProtocolError
 
@@ -108,8 +108,25 @@ class Capture(_Wire):
     spec_stats: bool = False
 
 
+class TextPrompt(_Wire):
+    """A prompt given as text, not as a conversation: no chat template is applied.
+
+    Without `suffix` the model continues `prefix`. With `suffix` it fills the middle between
+    the two (an editor's inline completion at the cursor), in the model's own
+    fill-in-the-middle format where it has one; a model without one continues `prefix`, and
+    trimming what repeats the suffix is left to the caller."""
+
+    prefix: str
+    suffix: str | None = None
+
+
 class GenerationRequest(_Wire):
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(default_factory=list)
+    """The conversation; empty exactly when `prompt` is given."""
+
+    prompt: TextPrompt | None = None
+    """A raw or fill-in-the-middle prompt instead of a conversation (completions)."""
+
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: Literal["auto", "none", "required"] | str = "auto"
     """`auto`, `none`, `required`, or the name of the one tool the model must call."""
@@ -118,6 +135,20 @@ class GenerationRequest(_Wire):
     capture: Capture = Field(default_factory=Capture)
     model: str | None = None
     """Model id; the engine's configured model when unset."""
+
+    def prompt_chars(self) -> int:
+        """Characters of the prompt's text: a size estimate for engines without a tokenizer."""
+        if self.prompt is not None:
+            return len(self.prompt.prefix) + len(self.prompt.suffix or "")
+        return sum(len(m.content or "") for m in self.messages)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> "GenerationRequest":
+        if (self.prompt is None) == (not self.messages):
+            raise ValueError("give either messages or a text prompt, not both or neither")
+        if self.prompt is not None and self.tools:
+            raise ValueError("tools need a conversation; a text prompt cannot offer them")
+        return self
 
 
 # --------------------------------------------------------------------------- stream events

@@ -92,10 +92,14 @@ class OpenAIEngine:
     async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
         body = self._body(request, await self._resolve_model(request))
         try:
-            stream = await self._client.chat.completions.create(**body)
+            if request.prompt is None:
+                stream = await self._client.chat.completions.create(**body)
+            else:
+                stream = await self._client.completions.create(**body)
         except openai.APIError as exc:
             raise self._error(exc) from None
-        assembler = ChatStreamAssembler(self._text_parser(), self._new_call_id)
+        parser = self._text_parser() if request.prompt is None else None
+        assembler = ChatStreamAssembler(parser, self._new_call_id)
         try:
             async for chunk in stream:
                 for event in assembler.feed(chunk.to_dict(warnings=False)):
@@ -145,10 +149,16 @@ class OpenAIEngine:
         sampling = request.sampling
         body: dict[str, Any] = {
             "model": model,
-            "messages": [m.to_openai() for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if request.prompt is not None:
+            # `suffix` makes OpenAI-compatible servers (vLLM, SGLang) fill in the middle.
+            body["prompt"] = request.prompt.prefix
+            if request.prompt.suffix is not None:
+                body["suffix"] = request.prompt.suffix
+        else:
+            body["messages"] = [m.to_openai() for m in request.messages]
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
             choice = request.tool_choice
@@ -167,7 +177,9 @@ class OpenAIEngine:
         if sampling.top_k is not None:
             extra["top_k"] = sampling.top_k
         capture = request.capture
-        if capture.logprobs:
+        if capture.logprobs and request.prompt is not None:
+            body["logprobs"] = capture.top_logprobs  # text completions: how many alternatives
+        elif capture.logprobs:
             body["logprobs"] = True
             if capture.top_logprobs:
                 body["top_logprobs"] = capture.top_logprobs

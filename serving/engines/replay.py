@@ -59,7 +59,7 @@ class ReplayEngine:
         result = self._results[self._next]
         self._next += 1
         if result.usage is None:
-            prompt = sum(len(m.content or "") for m in request.messages) // PIECE
+            prompt = request.prompt_chars() // PIECE
             result = replace(result, usage=Usage(prompt, len(result.text) // PIECE + 1))
         for event in stream_events(result):
             yield event

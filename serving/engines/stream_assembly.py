@@ -1,4 +1,5 @@
-"""Assembling OpenAI-style chat-completion chunks into engine events and one result.
+"""Assembling OpenAI-style chat-completion chunks (and text-completion chunks, which carry
+`text` where chat has a delta) into engine events and one result.
 
 Servers differ in the details, so the assembler is strict about meaning and lenient about
 shape: a tool call's id and name come first and its argument fragments follow, possibly over
@@ -119,16 +120,14 @@ class ChatStreamAssembler:
         if reasoning:
             self._reasoning.append(_expect(reasoning, str, "reasoning"))
             events.append(ReasoningDelta(reasoning))
-        content = delta.get("content")
+        # A text completion's chunk carries `text` on the choice instead of a delta.
+        content = delta.get("content") or choice.get("text")
         if content:
             self._read_content(_expect(content, str, "content"), events)
         for call in _expect(delta.get("tool_calls") or [], list, "tool_calls"):
             self._read_native_call(_expect(call, dict, "a tool call"), events)
         if choice.get("logprobs"):
-            entries = _expect(choice["logprobs"], dict, "logprobs").get("content") or []
-            self._logprobs = (self._logprobs or []) + [
-                float(_expect(e, dict, "a logprob entry").get("logprob", 0.0)) for e in entries
-            ]
+            self._read_logprobs(_expect(choice["logprobs"], dict, "logprobs"))
         if choice.get("token_ids") is not None:  # vLLM: this chunk's completion ids
             self._completion_ids = (self._completion_ids or []) + _int_list(
                 choice["token_ids"], "token_ids"
@@ -137,6 +136,14 @@ class ChatStreamAssembler:
             self._routed_experts = _decode_npy(choice["routed_experts"])
         if choice.get("finish_reason"):
             self._finish = _expect(choice["finish_reason"], str, "finish_reason")
+
+    def _read_logprobs(self, logprobs: dict[str, Any]) -> None:
+        if "token_logprobs" in logprobs:  # text completions: parallel lists
+            values = _expect(logprobs["token_logprobs"] or [], list, "token_logprobs")
+        else:
+            values = [_expect(e, dict, "a logprob entry").get("logprob", 0.0)
+                      for e in logprobs.get("content") or []]
+        self._logprobs = (self._logprobs or []) + [float(v or 0.0) for v in values]
 
     def _read_content(self, content: str, events: list[EngineEvent]) -> None:
         if self._text_parser is None:

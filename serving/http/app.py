@@ -18,7 +18,7 @@ from opencomposer.agent.protocol.schema import protocol_schema
 from opencomposer.config import LoadedSettings
 from opencomposer.serving.doctor import run_doctor
 from opencomposer.serving.engines.base import Engine
-from opencomposer.serving.http import agent_api, model_api
+from opencomposer.serving.http import agent_api, completions_api, model_api
 from opencomposer.serving.http.auth import BearerToken
 from opencomposer.serving.http.limits import BodyLimit
 from opencomposer.serving.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -142,6 +142,7 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
     app.add_middleware(RequestMetrics, metrics=metrics)
     tag_logs_with_request_ids()
     app.include_router(model_api.router, dependencies=guard)
+    app.include_router(completions_api.router, dependencies=guard)
     app.include_router(agent_api.router, dependencies=guard)
     app.state.settings = loaded
     return app

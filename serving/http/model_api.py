@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -88,7 +88,7 @@ def validation_error(exc: RequestValidationError | ValidationError) -> OpenAIErr
     return OpenAIError(400, describe(problems), param=problems[0][0] if problems else None)
 
 
-def _openai_error(exc: Exception) -> Response | None:
+def openai_error_response(exc: Exception) -> Response | None:
     """`OpenAIError` and request validation errors (malformed JSON included) in OpenAI's
     shape."""
     if isinstance(exc, RequestValidationError):
@@ -98,35 +98,35 @@ def _openai_error(exc: Exception) -> Response | None:
     return None
 
 
-router = APIRouter(route_class=translating_route(_openai_error))
+router = APIRouter(route_class=translating_route(openai_error_response))
 State = Annotated[ServerState, Depends(server_state)]
 
 
 # --------------------------------------------------------------------------- request shape
 
 
-class _In(BaseModel):
+class OpenAIBody(BaseModel):
     # Fields OpenAI defines that change nothing here (user, metadata, store, ...) are ignored.
     model_config = ConfigDict(extra="ignore")
 
 
-class TextPart(_In):
+class TextPart(OpenAIBody):
     type: Literal["text"]
     text: str
 
 
-class FunctionCallIn(_In):
+class FunctionCallIn(OpenAIBody):
     name: str
     arguments: str = ""
 
 
-class ToolCallIn(_In):
+class ToolCallIn(OpenAIBody):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCallIn
 
 
-class MessageIn(_In):
+class MessageIn(OpenAIBody):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     tool_calls: list[ToolCallIn] | None = None
@@ -145,7 +145,7 @@ class MessageIn(_In):
                            tool_call_id=self.tool_call_id, name=self.name)
 
 
-class FunctionDef(_In):
+class FunctionDef(OpenAIBody):
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(
@@ -153,25 +153,25 @@ class FunctionDef(_In):
     )
 
 
-class ToolIn(_In):
+class ToolIn(OpenAIBody):
     type: Literal["function"]
     function: FunctionDef
 
 
-class FunctionName(_In):
+class FunctionName(OpenAIBody):
     name: str
 
 
-class NamedToolChoice(_In):
+class NamedToolChoice(OpenAIBody):
     type: Literal["function"]
     function: FunctionName
 
 
-class StreamOptions(_In):
+class StreamOptions(OpenAIBody):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(_In):
+class ChatCompletionRequest(OpenAIBody):
     model: str | None = None
     messages: list[MessageIn] = Field(min_length=1)
     tools: list[ToolIn] | None = None
@@ -244,28 +244,34 @@ async def chat_completions(body: ChatCompletionRequest, state: State,
         model = AGENT_MODEL
     else:
         engine = state.engine
-        model = await _resolve_model(state, body.model)
+        model = await resolve_model(state, body.model)
     try:
         generation = body.to_generation()
     except ValidationError as exc:
         raise validation_error(exc) from None
-    reply = _Reply(model=model, logprobs=body.logprobs)
-    if not body.stream:
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+    return await respond(engine, generation, ChatReply(model=model, logprobs=body.logprobs),
+                         stream=body.stream, include_usage=include_usage)
+
+
+async def respond(engine: Engine, generation: GenerationRequest, reply: "Reply", *,
+                  stream: bool, include_usage: bool) -> Response:
+    """The engine's answer as one JSON object, or as server-sent chunks ending in `[DONE]`."""
+    if not stream:
         return JSONResponse(await _complete(engine, generation, reply))
-    stream = engine.generate(generation)
+    events = engine.generate(generation)
     # The first event is awaited here so that a request the engine refuses at once still gets
     # a proper status instead of a 200 followed by an error event.
     try:
-        first = await anext(stream)
+        first = await anext(events)
     except EngineError as exc:
-        await stream.aclose()
+        await events.aclose()
         raise engine_error(exc) from None
     except StopAsyncIteration:
         raise engine_error(EngineProtocolError("the engine's stream ended without a result")) \
             from None
-    include_usage = body.stream_options is not None and body.stream_options.include_usage
     return StreamingResponse(
-        _sse(stream, first, reply, include_usage),
+        _sse(events, first, reply, include_usage),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -286,7 +292,7 @@ async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
     return AgentChatEngine(state.runtime, session)
 
 
-async def _resolve_model(state: ServerState, requested: str | None) -> str:
+async def resolve_model(state: ServerState, requested: str | None) -> str:
     """The model id to answer with; a requested one must be served (404 otherwise)."""
     try:
         served = [info.id for info in await state.models()]
@@ -301,7 +307,7 @@ async def _resolve_model(state: ServerState, requested: str | None) -> str:
 
 
 async def _complete(engine: Engine, generation: GenerationRequest,
-                    reply: "_Reply") -> dict[str, Any]:
+                    reply: "Reply") -> dict[str, Any]:
     try:
         async with aclosing(engine.generate(generation)) as stream:
             async for event in stream:
@@ -312,12 +318,13 @@ async def _complete(engine: Engine, generation: GenerationRequest,
     raise engine_error(EngineProtocolError("the engine's stream ended without a result"))
 
 
-async def _sse(stream: AsyncIterator[EngineEvent], first: EngineEvent, reply: "_Reply",
+async def _sse(stream: AsyncIterator[EngineEvent], first: EngineEvent, reply: "Reply",
                include_usage: bool) -> AsyncIterator[str]:
     """The chunks of one streamed completion. Closing the engine stream on the way out (the
     client went away, so Starlette cancels this generator) cancels the generation."""
     async with aclosing(stream):
-        yield _data(reply.chunk({"role": "assistant", "content": ""}))
+        for chunk in reply.opening():
+            yield _data(chunk)
         event: EngineEvent | None = first
         try:
             while event is not None:
@@ -337,18 +344,42 @@ def _data(payload: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- response shape
 
 
-class _Reply:
-    """Builds the response objects of one completion, which share an id, time and model."""
+class Reply(Protocol):
+    """Builds the response objects of one completion (chat or text)."""
 
-    def __init__(self, *, model: str, logprobs: bool) -> None:
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+    def completion(self, result: GenerationResult) -> dict[str, Any]:
+        """The whole answer, for a request that did not stream."""
+        ...
+
+    def opening(self) -> list[dict[str, Any]]:
+        """Chunks sent before the first event."""
+        ...
+
+    def chunks(self, event: EngineEvent, include_usage: bool) -> list[dict[str, Any]]:
+        """The chunks one engine event becomes."""
+        ...
+
+
+class Envelope:
+    """What the response objects of one completion share: an id, a time and a model."""
+
+    def __init__(self, *, prefix: str, model: str) -> None:
+        self.id = f"{prefix}-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
-        self.logprobs = logprobs
 
     def _envelope(self, kind: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
                 "choices": choices}
+
+
+class ChatReply(Envelope):
+    def __init__(self, *, model: str, logprobs: bool) -> None:
+        super().__init__(prefix="chatcmpl", model=model)
+        self.logprobs = logprobs
+
+    def opening(self) -> list[dict[str, Any]]:
+        return [self.chunk({"role": "assistant", "content": ""})]
 
     def completion(self, result: GenerationResult) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
@@ -358,7 +389,7 @@ class _Reply:
             message["tool_calls"] = [call.to_openai() for call in result.tool_calls]
         choice = {"index": 0, "message": message, "finish_reason": result.finish_reason,
                   "logprobs": self._logprobs(result)}
-        return self._envelope("chat.completion", [choice]) | {"usage": _usage(result)}
+        return self._envelope("chat.completion", [choice]) | {"usage": usage_json(result)}
 
     def chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
               logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -385,7 +416,7 @@ class _Reply:
                 chunks = [self.chunk({}, result.finish_reason, self._logprobs(result))]
                 if include_usage:
                     chunks.append(self._envelope("chat.completion.chunk", [])
-                                  | {"usage": _usage(result)})
+                                  | {"usage": usage_json(result)})
                 return chunks
         return []
 
@@ -403,7 +434,7 @@ class _Reply:
         return {"content": content, "refusal": None}
 
 
-def _usage(result: GenerationResult) -> dict[str, Any] | None:
+def usage_json(result: GenerationResult) -> dict[str, Any] | None:
     if result.usage is None:
         return None
     usage = result.usage

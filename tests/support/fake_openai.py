@@ -145,8 +145,9 @@ class FakeOpenAI:
         if method == "GET" and target.endswith("/models"):
             await self._json(writer, 200, {"object": "list", "data": self.models})
             return True
-        if method == "POST" and target.endswith("/chat/completions"):
-            self.requests.append({"headers": headers, "body": json.loads(body)})
+        if method == "POST" and target.endswith("/completions"):  # chat and text
+            self.requests.append({"headers": headers, "body": json.loads(body),
+                                  "path": target})
             scenario = self.scenarios.popleft() if self.scenarios else None
             if scenario is None:
                 await self._json(writer, 500, {"error": {"message": "no scenario queued"}})

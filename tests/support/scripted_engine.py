@@ -74,7 +74,7 @@ class ScriptedEngine:
                      arguments=args if isinstance(args, str) else json.dumps(args))
             for n, (name, args) in enumerate(reply.calls)
         ]
-        prompt = sum(len(m.content or "") for m in request.messages) // 3
+        prompt = request.prompt_chars() // 3
         usage = Usage(*reply.usage) if reply.usage else Usage(prompt, len(reply.text) // 3 + 1)
         result = GenerationResult(text=reply.text, reasoning=reply.reasoning, tool_calls=calls,
                                   finish_reason="tool_calls" if calls else "stop", usage=usage,

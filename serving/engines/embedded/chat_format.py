@@ -46,9 +46,10 @@ DEEPSEEK_SPECIAL_TOKENS = (
     DEEPSEEK_BOS, DEEPSEEK_EOS, DEEPSEEK_USER, DEEPSEEK_ASSISTANT,
     DEEPSEEK_V3.section_begin[0], DEEPSEEK_V3.section_end[0], DEEPSEEK_V3.call_begin,
     DEEPSEEK_V3.call_end, DEEPSEEK_TOOL_SEP, DEEPSEEK_OUTPUT_BEGIN, DEEPSEEK_OUTPUT_END,
-    "<think>", "</think>",
+    "<think>", "</think>", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>",
 )
-"""Every marker the DeepSeek format writes: a tokenizer for it must keep each one whole."""
+"""Every marker the DeepSeek format writes, its fill-in-the-middle sentinels included: a
+tokenizer for it must keep each one whole."""
 
 KIMI_DEFAULT_SYSTEM = "You are Kimi, an AI assistant created by Moonshot AI."
 

@@ -40,6 +40,7 @@ from opencomposer.serving.engines.base import (
 )
 from opencomposer.serving.engines.embedded.chat_format import ChatFormat, chat_format_for
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
+from opencomposer.serving.engines.embedded.fim import TextPrompts
 from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 from opencomposer.serving.engines.embedded.worker import EngineWorker, Progress, WorkerClosed
@@ -113,6 +114,7 @@ class _Loaded:
         self.stop_ids = frozenset(
             token for text in self.format.stop
             if (token := self.tokenizer.token_to_id(text)) is not None)
+        self.text_prompts = TextPrompts(self.tokenizer, self.stop_ids)
         self.worker = EngineWorker(LLMEngine(self.model, EngineConfig(
             kv_cache_tokens=settings.kv_cache_tokens,
             max_batch_tokens=settings.max_batch_tokens)))
@@ -151,12 +153,7 @@ class EmbeddedEngine:
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
         loaded = await self._load()
-        try:
-            prompt_text = loaded.format.render(request.messages, request.tools)
-        except TemplateError as exc:
-            raise EngineRequestError(f"the chat template of {loaded.name!r} refused the "
-                                     f"conversation: {exc}") from exc
-        prompt = loaded.tokenizer.encode(prompt_text, add_special_tokens=False).ids
+        prompt, stop_ids = self._encode(loaded, request)
         sampling = request.sampling
         budget = min(sampling.max_tokens or DEFAULT_MAX_TOKENS, loaded.context - len(prompt))
         if budget <= 0:
@@ -167,11 +164,11 @@ class EmbeddedEngine:
         options = SamplingOptions(
             temperature=sampling.temperature or 0.0, top_p=sampling.top_p or 1.0,
             top_k=sampling.top_k or 0, max_tokens=budget, seed=sampling.seed,
-            stop_token_ids=loaded.stop_ids, logprobs=request.capture.logprobs,
+            stop_token_ids=stop_ids, logprobs=request.capture.logprobs,
             capture_experts=request.capture.routed_experts, draft_tokens=loaded.draft_tokens)
-        text = TextAssembler(
-            loaded.tokenizer, loaded.format.tool_format if request.tool_choice != "none" else None,
-            stop=sampling.stop, skip_ids=loaded.stop_ids)
+        tools = request.prompt is None and request.tool_choice != "none"
+        text = TextAssembler(loaded.tokenizer, loaded.format.tool_format if tools else None,
+                             stop=sampling.stop, skip_ids=stop_ids)
         last: Progress | None = None
         try:
             async with aclosing(loaded.worker.run(prompt, options)) as progress:
@@ -194,6 +191,20 @@ class EmbeddedEngine:
         for event in text.finish():
             yield event
         yield Finished(self._result(loaded, prompt, last, text, request))
+
+    @staticmethod
+    def _encode(loaded: _Loaded, request: GenerationRequest) -> tuple[list[int], frozenset[int]]:
+        """The prompt's token ids and the tokens that end its completion."""
+        if request.prompt is not None:
+            encoded = loaded.text_prompts.encode(request.prompt)
+            return encoded.token_ids, encoded.stop_ids
+        try:
+            prompt_text = loaded.format.render(request.messages, request.tools)
+        except TemplateError as exc:
+            raise EngineRequestError(f"the chat template of {loaded.name!r} refused the "
+                                     f"conversation: {exc}") from exc
+        return (loaded.tokenizer.encode(prompt_text, add_special_tokens=False).ids,
+                loaded.stop_ids)
 
     def _result(self, loaded: _Loaded, prompt: list[int], last: Progress, text: "TextAssembler",
                 request: GenerationRequest) -> GenerationResult:

@@ -23,6 +23,7 @@ from opencomposer.serving.engines.base import (
     SamplingParams,
     SpecDecodeStats,
     TextDelta,
+    TextPrompt,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStarted,
@@ -279,6 +280,25 @@ async def test_generic_servers_get_only_standard_fields(fake):
         "stop": ["\n"],
         "seed": 7,
     }
+
+
+async def test_a_text_prompt_goes_to_text_completions_with_its_suffix(fake):
+    fake.enqueue(Replay("text_completion"))
+    request = GenerationRequest(
+        prompt=TextPrompt(prefix="def add(a, b):\n    return ", suffix="\nprint(add(1, 2))"),
+        sampling=SamplingParams(max_tokens=8), capture=Capture(logprobs=True))
+    events = await collect(make_engine(fake), request)
+    sent = fake.requests[0]
+    assert sent["path"].endswith("/v1/completions")
+    assert {k: sent["body"][k] for k in ("prompt", "suffix", "max_tokens", "logprobs")} == {
+        "prompt": "def add(a, b):\n    return ", "suffix": "\nprint(add(1, 2))",
+        "max_tokens": 8, "logprobs": 0}
+    assert "messages" not in sent["body"] and "tools" not in sent["body"]
+    assert events[:2] == [TextDelta("a + b"), TextDelta("\n")]
+    result = events[-1].result
+    assert (result.text, result.finish_reason) == ("a + b\n", "stop")
+    assert result.usage == Usage(prompt_tokens=9, completion_tokens=4)
+    assert result.tokens.logprobs == [-0.1, -0.2, -0.3, -0.5]
 
 
 @pytest.mark.parametrize(

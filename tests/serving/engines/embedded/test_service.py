@@ -418,9 +418,16 @@ async def test_a_stop_string_aborts_the_rest_of_the_generation(open_engines):
     capture = Capture(token_ids=True, logprobs=True)
     full = await complete(engine, ask("def main():", max_tokens=40, capture=capture))
     pieces = [engine._loaded.tokenizer.decode([t]) for t in full.tokens.completion_token_ids]
-    # A stop that spans two tokens, from the third on.
-    k = next(k for k in range(2, len(pieces) - 1) if pieces[k] and pieces[k + 1])
-    stop = pieces[k][-1] + pieces[k + 1][:2]
+    # A stop that spans two tokens, from the third on, and first appears there.
+    def spanning(k: int) -> str | None:
+        if not (pieces[k] and pieces[k + 1]):
+            return None
+        stop = pieces[k][-1] + pieces[k + 1][:2]
+        at = len("".join(pieces[:k + 1])) - 1
+        return stop if full.text.find(stop) == at else None
+
+    k = next(k for k in range(2, len(pieces) - 1) if spanning(k))
+    stop = spanning(k)
     cut = full.text.index(stop)
     events = await collect(engine, ask("def main():", max_tokens=40, stop=[stop],
                                        capture=capture))

@@ -1,0 +1,84 @@
+"""Text prompts for the embedded engine: raw continuation and fill-in-the-middle.
+
+Code models learn FIM with three sentinel tokens and a fixed order (prefix, suffix, middle:
+"PSM"); each family names its sentinels differently, so the format is found in the model's own
+vocabulary rather than configured. The sentinels are placed as token ids around separately
+encoded text, as the models were trained, and the text is encoded with special tokens read as
+plain characters, so a file that happens to contain a sentinel's spelling cannot move the hole. A model with no FIM sentinels (SmolLM2's tokenizer has none)
+continues the prefix, which is still a useful completion at the end of a line; the caller
+trims what repeats the suffix.
+"""
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from tokenizers import Tokenizer
+
+from opencomposer.serving.engines.base import TextPrompt
+
+
+@dataclass(frozen=True, slots=True)
+class FimFormat:
+    prefix: str
+    suffix: str
+    middle: str
+    stops: tuple[str, ...]
+    """Tokens that end a middle (a padding or file-separator token), besides end of text."""
+
+
+FIM_FORMATS = (
+    # StarCoder, StarCoder2, SantaCoder.
+    FimFormat("<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<fim_pad>", "<file_sep>")),
+    # Qwen2.5-Coder, CodeGemma's spelling with pipes.
+    FimFormat("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+              ("<|fim_pad|>", "<|file_sep|>", "<|endoftext|>")),
+    # DeepSeek-Coder, DeepSeek-V3 and the tiny-moe built after it.
+    FimFormat("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ()),
+)
+
+END_OF_TEXT = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<｜end▁of▁sentence｜>")
+"""Document-end tokens of the common families. A chat model's stop is its end-of-turn marker,
+which raw text never prints; the end of a document is what ends a continuation."""
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedPrompt:
+    token_ids: list[int]
+    stop_ids: frozenset[int]
+
+
+class TextPrompts:
+    """Encodes text prompts for one tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer, chat_stop_ids: Collection[int]) -> None:
+        self.tokenizer = tokenizer
+        # A copy that reads every special token's spelling in the text as plain characters:
+        # a raw prompt is text through and through.
+        self._text = Tokenizer.from_str(tokenizer.to_str())
+        self._text.encode_special_tokens = True
+        self.fim = next((f for f in FIM_FORMATS if self._has_all(f)), None)
+        self.stop_ids = frozenset(chat_stop_ids) | self._ids(END_OF_TEXT)
+        self._fim_stop_ids = self._ids(self.fim.stops if self.fim else ())
+
+    def _ids(self, tokens: Iterable[str]) -> frozenset[int]:
+        return frozenset(token for text in tokens
+                         if (token := self.tokenizer.token_to_id(text)) is not None)
+
+    def _has_all(self, fim: FimFormat) -> bool:
+        return all(self.tokenizer.token_to_id(token) is not None
+                   for token in (fim.prefix, fim.suffix, fim.middle))
+
+    def encode(self, prompt: TextPrompt) -> EncodedPrompt:
+        """Token ids of the prompt, and the tokens that end its completion."""
+        if prompt.suffix is None or self.fim is None:
+            # The tokenizer's own template adds BOS where the model expects one.
+            ids = self._text.encode(prompt.prefix, add_special_tokens=True).ids
+            return EncodedPrompt(ids, self.stop_ids)
+        sentinel = self.tokenizer.token_to_id
+        ids = [sentinel(self.fim.prefix), *self._plain(prompt.prefix),
+               sentinel(self.fim.suffix), *self._plain(prompt.suffix),
+               sentinel(self.fim.middle)]
+        return EncodedPrompt(ids, self.stop_ids | self._fim_stop_ids)
+
+    def _plain(self, text: str) -> list[int]:
+        return self._text.encode(text, add_special_tokens=False).ids if text else []

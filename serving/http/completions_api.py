@@ -1,0 +1,151 @@
+"""`POST /v1/completions`: OpenAI's text-completion endpoint, for raw prompts and for
+fill-in-the-middle (`suffix`), which is what editor completion clients send.
+
+The prompt reaches the engine as text, with no chat template; with a suffix the engine fills the
+middle in the model's own FIM format. Errors, validation and streaming follow the chat endpoint
+(`model_api`), so an SDK sees the same statuses and the same `[DONE]` ending.
+"""
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import Field, ValidationError, field_validator
+
+from opencomposer.serving.engines.base import (
+    Capture,
+    EngineEvent,
+    Finished,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+    TextDelta,
+    TextPrompt,
+)
+from opencomposer.serving.http.agent_chat import AGENT_MODEL
+from opencomposer.serving.http.errors import translating_route
+from opencomposer.serving.http.model_api import (
+    Envelope,
+    OpenAIBody,
+    OpenAIError,
+    State,
+    StreamOptions,
+    openai_error_response,
+    resolve_model,
+    respond,
+    usage_json,
+    validation_error,
+)
+
+router = APIRouter(route_class=translating_route(openai_error_response))
+
+OPENAI_DEFAULT_MAX_TOKENS = 16
+"""OpenAI's default for this endpoint; clients that rely on it expect short answers."""
+
+
+class CompletionRequest(OpenAIBody):
+    model: str | None = None
+    prompt: str | list[str]
+    suffix: str | None = None
+    max_tokens: int = Field(default=OPENAI_DEFAULT_MAX_TOKENS, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    logprobs: int | None = Field(default=None, ge=0, le=5)
+    echo: bool = False
+    n: int = 1
+    best_of: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, prompt: str | list[str]) -> str | list[str]:
+        if isinstance(prompt, list) and len(prompt) != 1:
+            raise ValueError("give one prompt: send one request per prompt")
+        return prompt
+
+    @field_validator("n", "best_of")
+    @classmethod
+    def _one_choice(cls, value: int | None) -> int | None:
+        if value not in (None, 1):
+            raise ValueError("only 1 is supported: send one request per choice")
+        return value
+
+    @property
+    def prompt_text(self) -> str:
+        return self.prompt[0] if isinstance(self.prompt, list) else self.prompt
+
+    def to_generation(self) -> GenerationRequest:
+        if self.echo and self.suffix is not None:
+            raise OpenAIError(400, "echo cannot be combined with suffix", param="echo")
+        stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
+        wants_logprobs = self.logprobs is not None
+        return GenerationRequest(
+            prompt=TextPrompt(prefix=self.prompt_text, suffix=self.suffix),
+            sampling=SamplingParams(temperature=self.temperature, top_p=self.top_p,
+                                    max_tokens=self.max_tokens, stop=stop, seed=self.seed),
+            capture=Capture(logprobs=wants_logprobs, token_ids=wants_logprobs),
+            model=self.model)
+
+
+@router.post("/v1/completions")
+async def completions(body: CompletionRequest, state: State) -> Response:
+    if body.model == AGENT_MODEL:
+        raise OpenAIError(400, f"{AGENT_MODEL} is an agent: chat with it through "
+                          "/v1/chat/completions", param="model", code="model_not_supported")
+    model = await resolve_model(state, body.model)
+    try:
+        generation = body.to_generation()
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    reply = TextReply(model=model, echo=body.prompt_text if body.echo else "",
+                      logprobs=body.logprobs is not None)
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+    return await respond(state.engine, generation, reply, stream=body.stream,
+                         include_usage=include_usage)
+
+
+class TextReply(Envelope):
+    """`text_completion` objects. Logprobs name tokens by id (`token_id:N`, as for chat):
+    this layer has no tokenizer, and the engine reports ids."""
+
+    KIND = "text_completion"
+
+    def __init__(self, *, model: str, echo: str, logprobs: bool) -> None:
+        super().__init__(prefix="cmpl", model=model)
+        self.echo = echo
+        self.logprobs = logprobs
+
+    def _choice(self, text: str, finish_reason: str | None = None,
+                logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+
+    def completion(self, result: GenerationResult) -> dict[str, Any]:
+        choice = self._choice(self.echo + result.text, result.finish_reason,
+                              self._logprobs(result))
+        return self._envelope(self.KIND, [choice]) | {"usage": usage_json(result)}
+
+    def opening(self) -> list[dict[str, Any]]:
+        return [self._envelope(self.KIND, [self._choice(self.echo)])] if self.echo else []
+
+    def chunks(self, event: EngineEvent, include_usage: bool) -> list[dict[str, Any]]:
+        match event:
+            case TextDelta(text):
+                return [self._envelope(self.KIND, [self._choice(text)])]
+            case Finished(result):
+                chunks = [self._envelope(self.KIND, [self._choice(
+                    "", result.finish_reason, self._logprobs(result))])]
+                if include_usage:
+                    chunks.append(self._envelope(self.KIND, []) | {"usage": usage_json(result)})
+                return chunks
+        return []
+
+    def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
+        if not self.logprobs or result.tokens is None or result.tokens.logprobs is None:
+            return None
+        ids = result.tokens.completion_token_ids or []
+        values = result.tokens.logprobs
+        return {"tokens": [f"token_id:{ids[i]}" if i < len(ids) else ""
+                           for i in range(len(values))],
+                "token_logprobs": list(values), "top_logprobs": None, "text_offset": None}

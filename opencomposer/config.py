@@ -205,6 +205,43 @@ class AgentSettings(Section):
     """Seconds to wait for a client to answer an approval before the call is denied."""
 
 
+class CompletionSettings(Section):
+    enabled: bool = True
+    """Offer inline completions (`textDocument/inlineCompletion`, or `completion` for editors
+    without inline completion)."""
+
+    debounce_ms: int = Field(default=75, ge=0, le=2000)
+    """Wait this long after a request before asking the model; a newer request for the same
+    document in that time replaces it, so typing does not queue generations."""
+
+    max_tokens: int = Field(default=64, ge=1, le=1024)
+    """Longest completion, in tokens."""
+
+    prefix_chars: int = Field(default=6000, ge=100)
+    """Text before the cursor sent to the model."""
+
+    suffix_chars: int = Field(default=2000, ge=0)
+    """Text after the cursor sent to the model (fill-in-the-middle)."""
+
+    related_chars: int = Field(default=4000, ge=0)
+    """Text of other open documents of the same language, placed before the prefix."""
+
+    temperature: float = Field(default=0.0, ge=0, le=2)
+
+
+class LspSettings(Section):
+    completion: CompletionSettings = Field(default_factory=CompletionSettings)
+
+    apply_edits: bool = True
+    """Send the agent's changes to files open in the editor as `workspace/applyEdit`, so they
+    land in the buffer (undo, unsaved state and formatters work); files not open, and edits
+    the editor refuses, are written to disk."""
+
+    reveal_edits: bool = True
+    """Ask the editor to show each file the agent changes (`window/showDocument`, without
+    taking focus), where the editor supports it."""
+
+
 class LoggingSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Least severe level written to stderr and to `<home>/logs`."""
@@ -231,6 +268,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    lsp: LspSettings = Field(default_factory=LspSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
 

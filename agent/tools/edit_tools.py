@@ -99,7 +99,7 @@ class EditFile(Tool):
                    else InvalidArguments)(f"{shown}: {error.message}") from None
         after = encode_as(document, outcome.text, shown)
         changes = await ctx.harness.apply(
-            [FileOp("update", path, path.read_bytes(), after)], ctx)
+            [FileOp("update", path, workspace.current_bytes(path), after)], ctx)
         lines = split_lines(outcome.text)
         snippets = [_snippet(lines, first, last) for first, last in
                     outcome.changed_lines[:MAX_SNIPPETS]]
@@ -154,7 +154,7 @@ class ApplyPatch(Tool):
         ops = []
         for change in planned:
             path = writable(workspace, change.path)
-            before = path.read_bytes() if path.is_file() else None
+            before = workspace.current_bytes(path)
             if change.new_text is None:
                 after = None
             elif path in documents:

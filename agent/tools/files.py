@@ -167,7 +167,7 @@ class WriteFile(Tool):
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
         shown = workspace.relative(path)
-        before = path.read_bytes() if path.is_file() else None
+        before = workspace.current_bytes(path)
         if before is not None and not args.overwrite:
             raise Conflict(f"{shown} already exists",
                            hint="Set overwrite=true to replace it, or change it with edit_file.")

@@ -220,7 +220,7 @@ class ToolHarness:
         changed since the agent wrote it is reported, not overwritten."""
         restored, conflicts, undone = [], [], []
         for item in self.checkpoints.plan_undo(scope, turn_id):
-            current = item.path.read_bytes() if item.path.is_file() else None
+            current = self.workspace.current_bytes(item.path)
             if current != item.expected:
                 conflicts.append(self.workspace.relative(item.path))
                 continue

@@ -9,6 +9,7 @@ the editor (`workspace/applyEdit`) under LSP.
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Protocol
 
 from opencomposer.agent.tools.errors import Denied, InvalidArguments, NotFound
@@ -55,13 +56,15 @@ class DiskWriter:
 
 
 class Workspace:
-    def __init__(self, root: Path, writer: Writer | None = None) -> None:
+    def __init__(self, root: Path, writer: Writer | None = None,
+                 overlay: Mapping[Path, str] | None = None) -> None:
+        """`overlay`: unsaved editor text by resolved path, kept current by the transport."""
         resolved = Path(root).resolve()
         if not resolved.is_dir():
             raise NotFound(f"workspace {root} is not a directory")
         self.root = resolved
         self.writer: Writer = writer or DiskWriter()
-        self._overlay: dict[Path, str] = {}
+        self._overlay: Mapping[Path, str] = overlay if overlay is not None else {}
 
     # ------------------------------------------------------------------ paths
 
@@ -85,15 +88,6 @@ class Workspace:
         relative = path.relative_to(self.root).as_posix()
         return relative or "."
 
-    # ------------------------------------------------------------------ overlay
-
-    def set_overlay(self, path: Path, text: str) -> None:
-        """Make reads of `path` see `text` (an editor's unsaved buffer)."""
-        self._overlay[path] = text
-
-    def clear_overlay(self, path: Path) -> None:
-        self._overlay.pop(path, None)
-
     # ------------------------------------------------------------------ reading
 
     def read_bytes(self, path: Path) -> bytes:
@@ -113,8 +107,16 @@ class Workspace:
     def read_text(self, path: Path) -> TextFile:
         """The file as text, the editor's unsaved buffer winning over the disk. Raises
         textfile.BinaryFile for binary content."""
-        if path in self._overlay:
-            text = self._overlay[path]
+        text = self._overlay.get(path)
+        if text is not None:
             on_disk = decode(path.read_bytes()).format if path.is_file() else None
             return TextFile(text, on_disk) if on_disk else new_file(text)
         return decode(self.read_bytes(path))
+
+    def current_bytes(self, path: Path) -> bytes | None:
+        """What the file holds as the agent sees it (an unsaved buffer, encoded in the file's
+        format), or None when it does not exist: the `before` of a change and what undo and
+        edit outcomes compare with."""
+        if path in self._overlay:
+            return self.read_text(path).encode()
+        return path.read_bytes() if path.is_file() else None

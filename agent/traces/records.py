@@ -33,7 +33,7 @@ def edit_outcomes(harness: ToolHarness, thread_id: str, turn_id: str) -> list[Ou
     before, or changed since (compared with the turn's checkpoints)."""
     outcomes = []
     for restore in harness.checkpoints.plan_undo("turn", turn_id):
-        current = restore.path.read_bytes() if restore.path.is_file() else None
+        current = harness.workspace.current_bytes(restore.path)
         kind = ("edit_kept" if current == restore.expected else
                 "edit_reverted" if current == restore.restore else "edit_modified")
         outcomes.append(Outcome(thread_id, kind,

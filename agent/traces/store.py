@@ -1,5 +1,6 @@
 """The trace store: every thread's event log, its turns and items, every model call with its
-token layer, outcomes, and per-workspace training consent, in one SQLite file.
+token layer, outcomes, per-workspace training consent, and the editor's inline completions with
+what the user did with them, in one SQLite file.
 
 The event log is the source of truth; the `turns` and `items` tables are its materialized
 latest state, updated in the same transaction as the event, so a reader never sees one
@@ -110,6 +111,27 @@ CREATE TABLE IF NOT EXISTS workspaces (
     training_consent INTEGER NOT NULL,
     updated_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS completions (
+    id TEXT PRIMARY KEY,
+    workspace TEXT,
+    path TEXT NOT NULL,
+    language TEXT,
+    model TEXT,
+    prefix_length INTEGER NOT NULL,
+    suffix_length INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS completion_events (
+    id INTEGER PRIMARY KEY,
+    completion_id TEXT NOT NULL REFERENCES completions (id),
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS completion_events_by_completion
+    ON completion_events (completion_id, id);
 """
 
 _EVENT = TypeAdapter(Event)
@@ -159,6 +181,39 @@ class Outcome:
     turn_id: str | None = None
     item_id: str | None = None
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass
+class CompletionEvent:
+    kind: str
+    """`shown`, `accepted`, `partially_accepted` or `rejected`."""
+
+    detail: dict[str, Any] = field(default_factory=dict)
+    """E.g. `accepted_length` for a partial acceptance."""
+
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass
+class CompletionRecord:
+    """One inline completion offered in the editor; its events say what became of it."""
+
+    id: str
+    path: str
+    """Relative to `workspace` when the file is inside it."""
+
+    text: str
+    prefix_length: int
+    """Characters of prompt before the cursor (related documents included)."""
+
+    suffix_length: int
+    duration_ms: int
+    workspace: str | None = None
+    language: str | None = None
+    model: str | None = None
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    events: list[CompletionEvent] = field(default_factory=list)
+    """Filled when read back; ignored by `record_completion`."""
 
 
 class TraceStore:
@@ -400,6 +455,55 @@ class TraceStore:
         row = self._db.execute("SELECT training_consent FROM workspaces WHERE path = ?",
                                (workspace,)).fetchone()
         return bool(row and row[0])
+
+
+    # ------------------------------------------------------------------ inline completions
+
+    def record_completion(self, record: CompletionRecord) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT INTO completions (id, workspace, path, language, model, prefix_length, "
+                "suffix_length, text, duration_ms, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.id, record.workspace, self.redactor.redact(record.path), record.language,
+                 record.model, record.prefix_length, record.suffix_length,
+                 self.redactor.redact(record.text), record.duration_ms, record.at.isoformat()),
+            )
+
+    def record_completion_event(self, completion_id: str, kind: str,
+                                detail: dict[str, Any] | None = None) -> bool:
+        """Add what the user did with a completion; False (nothing written) when the id is not
+        a recorded completion, which editors can send after a restart or for another server."""
+        with self._db:
+            cursor = self._db.execute(
+                "INSERT INTO completion_events (completion_id, kind, detail, at) "
+                "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM completions WHERE id = ?)",
+                (completion_id, kind, self._json(detail or {}), datetime.now(UTC).isoformat(),
+                 completion_id),
+            )
+        return cursor.rowcount == 1
+
+    def completion(self, completion_id: str) -> CompletionRecord | None:
+        rows = self._completions("WHERE id = ?", (completion_id,))
+        return rows[0] if rows else None
+
+    def completions(self, limit: int = 50) -> list[CompletionRecord]:
+        """The most recent completions first, each with its events in order."""
+        return self._completions("ORDER BY rowid DESC LIMIT ?", (limit,))
+
+    def _completions(self, clause: str, args: tuple[object, ...]) -> list[CompletionRecord]:
+        rows = self._db.execute(
+            "SELECT id, path, text, prefix_length, suffix_length, duration_ms, workspace, "
+            f"language, model, at FROM completions {clause}", args
+        ).fetchall()
+        records = [CompletionRecord(*row[:9], at=datetime.fromisoformat(row[9])) for row in rows]
+        for record in records:
+            record.events = [
+                CompletionEvent(kind, json.loads(detail), datetime.fromisoformat(at))
+                for kind, detail, at in self._db.execute(
+                    "SELECT kind, detail, at FROM completion_events WHERE completion_id = ? "
+                    "ORDER BY id", (record.id,))
+            ]
+        return records
 
 
 def _thread(payload: str, updated_at: str) -> Thread:

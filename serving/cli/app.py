@@ -17,6 +17,7 @@ from opencomposer.serving.cli.chat_cmd import chat
 from opencomposer.serving.cli.config_cmd import config_app
 from opencomposer.serving.cli.doctor_cmd import doctor
 from opencomposer.serving.cli.engine_cmd import engine_app
+from opencomposer.serving.cli.lsp_cmd import lsp
 from opencomposer.serving.cli.models_cmd import models_app
 from opencomposer.serving.cli.protocol_cmd import protocol_app
 from opencomposer.serving.cli.serve_cmd import serve
@@ -34,6 +35,7 @@ app = typer.Typer(
 )
 app.command()(chat)
 app.command()(doctor)
+app.command()(lsp)
 app.command()(serve)
 app.command()(tools)
 app.command()(tool)

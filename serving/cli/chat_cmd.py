@@ -19,22 +19,18 @@ from rich.prompt import Prompt
 
 from opencomposer.config import Settings
 from opencomposer.serving.cli.options import (
+    Approval,
     ConfigOverrides,
     EngineSpec,
     Json,
     Workspace,
+    approval_overrides,
     engine_overrides,
     overrides_from,
     settings_for,
 )
 from opencomposer.serving.cli.output import err, out
 
-_APPROVAL_PRESETS = {
-    # Read-only calls always run; the preset decides everything else.
-    "auto": {"writes_workspace": "auto", "dangerous": "auto", "network": "auto"},
-    "ask": {"writes_workspace": "ask", "dangerous": "ask", "network": "ask"},
-    "deny": {"writes_workspace": "deny", "dangerous": "deny", "network": "deny"},
-}
 _ANSWERS = {"y": "approve", "a": "approve_for_thread", "n": "deny", "s": "abort"}
 
 
@@ -43,20 +39,15 @@ def chat(
     workspace: Workspace = None,
     engine: EngineSpec = None,
     model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,
-    approval: Annotated[str | None, typer.Option(
-        help="auto: run every call; ask: ask before anything that writes or reaches out; "
-        "deny: refuse those. Default: agent.approval from the config.")] = None,
+    approval: Approval = None,
     thread: Annotated[str | None, typer.Option(
         "--thread", help="Continue this thread instead of starting one.")] = None,
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
     """Run one agent turn in a workspace, streamed, with approvals at the terminal."""
-    if approval is not None and approval not in _APPROVAL_PRESETS:
-        raise typer.BadParameter("use auto, ask or deny", param_hint="--approval")
-    overrides = overrides_from(config, **{**engine_overrides(engine), "engine.model": model})
-    if approval is not None:
-        overrides.update({f"agent.approval.{k}": v for k, v in _APPROVAL_PRESETS[approval].items()})
+    overrides = overrides_from(config, **{**engine_overrides(engine), "engine.model": model,
+                                           **approval_overrides(approval)})
     root = workspace or Path.cwd()
     settings = settings_for(root, overrides).settings
     status = asyncio.run(_chat(settings, root, request, thread, json))

@@ -35,6 +35,30 @@ EngineSpec = Annotated[
     ),
 ]
 
+Approval = Annotated[
+    str | None,
+    typer.Option(
+        help="auto: run every call; ask: ask before anything that writes or reaches out; "
+        "deny: refuse those. Default: agent.approval from the config.",
+    ),
+]
+
+_APPROVAL_PRESETS = {
+    # Read-only calls always run; the preset decides everything else.
+    "auto": {"writes_workspace": "auto", "dangerous": "auto", "network": "auto"},
+    "ask": {"writes_workspace": "ask", "dangerous": "ask", "network": "ask"},
+    "deny": {"writes_workspace": "deny", "dangerous": "deny", "network": "deny"},
+}
+
+
+def approval_overrides(preset: str | None) -> dict[str, Any]:
+    """`--approval auto|ask|deny` as config overrides."""
+    if preset is None:
+        return {}
+    if preset not in _APPROVAL_PRESETS:
+        raise typer.BadParameter("use auto, ask or deny", param_hint="--approval")
+    return {f"agent.approval.{k}": v for k, v in _APPROVAL_PRESETS[preset].items()}
+
 
 def engine_overrides(spec: str | None) -> dict[str, Any]:
     """`--engine BACKEND:TARGET` as config overrides."""

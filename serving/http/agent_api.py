@@ -14,7 +14,6 @@ for a conflict (a turn already running), 400 for a malformed or invalid request.
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -23,6 +22,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
+from opencomposer.agent.api import allowed_workspace
 from opencomposer.agent.eventlog import Subscription
 from opencomposer.agent.protocol.common import ProtocolModel
 from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
@@ -127,22 +127,8 @@ def require_thread(runtime: AgentRuntime, thread_id: str) -> None:
 
 @router.post("/threads")
 async def start_thread(params: ThreadStartParams, runtime: Runtime) -> ThreadStartResponse:
-    """The workspace must lie inside one of `server.workspace_roots`: a client of the server
-    must not be able to point the agent at any folder the server's user can reach."""
-    try:
-        workspace = Path(params.workspace).expanduser().resolve()
-        is_dir = workspace.is_dir()
-    except (ValueError, OSError, RuntimeError) as exc:
-        # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
-        raise SessionError(f"workspace {params.workspace!r} is not a usable path: {exc}",
-                           kind="invalid_request") from None
-    roots = [root.expanduser().resolve() for root in runtime.settings.server.workspace_roots]
-    if not any(workspace.is_relative_to(root) for root in roots):
-        raise SessionError(f"{params.workspace} is outside the folders this server may open "
-                           "(server.workspace_roots)", kind="forbidden")
-    if not is_dir:
-        raise SessionError(f"workspace {params.workspace} is not a folder",
-                           kind="invalid_request")
+    """The workspace must lie inside one of `server.workspace_roots`."""
+    workspace = allowed_workspace(params.workspace, runtime.settings.server.workspace_roots)
     session = await runtime.start_thread(workspace, title=params.title,
                                          model=params.model,
                                          approval_policy=params.approval_policy)
@@ -250,11 +236,13 @@ def seq_reached(last: int) -> Stop:
 
 @router.get("/threads/{thread_id}/events/stream")
 async def resume_stream(session: Session,
-                        last_event: Annotated[str | None, Header(alias="Last-Event-ID")] = None
-                        ) -> Response:
+                        last_event: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+                        after_seq: Annotated[int, Query(ge=0)] = 0) -> Response:
     """The events after `Last-Event-ID`, then live ones until the running turn completes;
-    when no turn is running, only what was missed."""
-    after = last_event_id(last_event)
+    when no turn is running, only what was missed. `after_seq` stands in for the header on
+    a first connection, which a browser's EventSource cannot give headers; the header wins,
+    because a reconnecting EventSource sends it along with the URL it started from."""
+    after = last_event_id(last_event) if last_event is not None else after_seq
     running = session.running
     if running is None and after >= session.log.seq:
         return Response(media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)

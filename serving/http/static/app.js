@@ -25,7 +25,7 @@ function h(tag, attrs, ...children) {
     else if (key === "class") el.className = value;
     else el.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -168,14 +168,15 @@ function updateTurn(turn) {
   if (!entry) return addTurn(turn);
   entry.turn = turn;
   const u = turn.usage || {};
-  entry.footer.replaceChildren(
+  entry.footer.replaceChildren(...[
     h("span", { class: `badge ${turn.status}` }, turn.status),
     turn.stop_reason ? h("span", null, `stop: ${turn.stop_reason}`) : null,
     h("span", { class: "usage" }, `tokens: ${u.prompt_tokens || 0} prompt`,
       ` (${u.cached_prompt_tokens || 0} cached) · ${u.completion_tokens || 0} completion`,
       ` · ${u.model_calls || 0} model calls`),
     turn.error ? h("span", { class: "error" }, `${turn.error.kind}: ${turn.error.message}`)
-      : null);
+      : null,
+  ].filter(Boolean));
 }
 
 async function startTurn(text) {
@@ -236,13 +237,19 @@ async function interrupt() {
   }
 }
 
-async function decide(item, decision) {
-  const message = decision === "deny" ? prompt("Note for the model (optional)") : null;
+// Answers an approval request; its buttons go when the answered item comes back (in this
+// reply or as the stream's item.completed, whichever is first).
+async function decide(item, decision, form) {
+  const buttons = form.querySelectorAll("button");
+  buttons.forEach((button) => { button.disabled = true; });
+  const note = form.querySelector("input").value.trim();
+  const path = `/v1/threads/${encodeURIComponent(state.threadId)}/approvals/` +
+    encodeURIComponent(item.id);
   try {
-    const answer = await api(`/v1/threads/${encodeURIComponent(state.threadId)}/approvals/` +
-      `${encodeURIComponent(item.id)}`, { decision, message: message || null });
+    const answer = await api(path, { decision, message: decision === "deny" && note || null });
     showItem(answer.item);
   } catch (error) {
+    buttons.forEach((button) => { button.disabled = false; });
     setStatus(`Cannot answer the approval: ${error.message}`, true);
   }
 }
@@ -294,19 +301,34 @@ const RENDER = {
     `${item.tokens_before ?? "?"} → ${item.tokens_after ?? "?"} tokens)`,
     [pre(item.text), item.state ? pre(item.state) : null]),
   approval_request: (item) => [
-    h("div", null, h("strong", null, item.tool), ` (${item.action_class}): `, item.summary),
-    h("div", { class: "meta" }, item.reason),
+    h("div", null, h("strong", null, item.tool), h("span", { class: "meta" },
+      ` ${item.action_class}`)),
+    pre(item.summary, "summary"),
+    h("div", { class: "meta reason" }, item.reason),
     item.decision === null || item.decision === undefined
-      ? (item.status === "in_progress" ? h("div", { class: "actions" },
-        h("button", { type: "button", class: "approve", onclick: () => decide(item, "approve") },
-          "Approve"),
-        h("button", { type: "button", class: "deny", onclick: () => decide(item, "deny") },
-          "Deny")) : null)
-      : h("div", null, `decision: ${item.decision} by ${item.decided_by || "?"}`,
-        item.message ? ` — ${item.message}` : ""),
+      ? (item.status === "in_progress" ? approvalForm(item) : null)
+      : h("div", { class: `decision ${item.decision}` }, DECIDED[item.decision] || item.decision,
+        ` (by ${item.decided_by || "?"})`, item.message ? ` — ${item.message}` : ""),
   ],
   error: (item) => h("div", { class: "error" }, `${item.error.kind}: ${item.error.message}`),
 };
+
+// The ApprovalDecision values a person picks here (`abort` is what Interrupt does), and how
+// every decision reads once made.
+const DECISIONS = [["approve", "Approve"], ["approve_for_thread", "Approve for this thread"],
+  ["deny", "Deny"]];
+const DECIDED = { approve: "approved", approve_for_thread: "approved for this thread",
+  deny: "denied", abort: "denied, turn stopped" };
+
+function approvalForm(item) {
+  const form = h("form", { class: "actions", onsubmit: (event) => event.preventDefault() });
+  form.append(...DECISIONS.map(([decision, label]) => h("button",
+    { type: "button", class: decision, "data-decision": decision,
+      onclick: () => decide(item, decision, form) }, label)),
+  h("input", { placeholder: "note for the model, sent with Deny (optional)",
+    "aria-label": "note sent with a denial" }));
+  return form;
+}
 
 function renderTool(item) {
   const a = item.arguments || {};
@@ -358,11 +380,16 @@ function renderTool(item) {
   ];
 }
 
+// A unified diff (one file's), one span per line classed by its first character; the lines
+// before the first hunk are the file header, whose "---" and "+++" are not removals or adds.
 function renderDiff(diff) {
-  return h("pre", { class: "diff" }, diff.split("\n").map((line) => h("span", {
-    class: line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add"
-      : line.startsWith("-") ? "del" : null,
-  }, `${line}\n`)));
+  let header = true;
+  return h("pre", { class: "diff" }, diff.replace(/\n$/, "").split("\n").map((line) => {
+    if (line.startsWith("@@")) header = false;
+    const cls = header ? "file" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add"
+      : line.startsWith("-") ? "del" : line.startsWith("\\") ? "note" : null;
+    return h("span", { class: cls }, `${line}\n`);
+  }));
 }
 
 // ------------------------------------------------------------------ wiring

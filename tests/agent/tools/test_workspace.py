@@ -46,9 +46,18 @@ def test_bad_paths_and_roots(root: Path):
 
 def test_overlay_wins_over_disk(root: Path):
     (root / "a.py").write_bytes(b"old\r\n")
-    workspace = Workspace(root)
-    workspace.set_overlay(root / "a.py", "unsaved\r\n")
+    (root / "b.py").write_bytes("\ufeffold\n".encode())
+    buffers: dict[Path, str] = {}
+    workspace = Workspace(root, overlay=buffers)
+    buffers[root / "a.py"] = "unsaved\r\n"
+    buffers[root / "b.py"] = "unsaved é\n"
+    buffers[root / "new.py"] = "never saved\n"
     document = workspace.read_text(root / "a.py")
     assert (document.text, document.format.newline) == ("unsaved\r\n", "\r\n")
-    workspace.clear_overlay(root / "a.py")
+    # What a change starts from: the buffer, in the file's own encoding and BOM.
+    assert workspace.current_bytes(root / "b.py") == "\ufeffunsaved é\n".encode()
+    assert workspace.current_bytes(root / "new.py") == b"never saved\n"
+    assert workspace.current_bytes(root / "missing.py") is None
+    del buffers[root / "a.py"]
     assert workspace.read_text(root / "a.py").text == "old\r\n"
+    assert workspace.current_bytes(root / "a.py") == b"old\r\n"

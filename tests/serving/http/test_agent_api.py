@@ -157,6 +157,38 @@ async def test_last_event_id_resumes_without_gap_or_repeat(serve, workspace: Pat
             assert up_to_date.status_code == 200 and up_to_date.text == ""
 
 
+async def test_after_seq_stands_in_for_last_event_id(serve, workspace: Path) -> None:
+    """For a browser's EventSource, which cannot set a header on its first connection."""
+    replies = [Reply(text="a fairly long answer streamed slowly, piece by piece", delay=0.03)]
+    with serve(replies) as (url, _):
+        async with client(url) as http:
+            thread_id = await new_thread(http, workspace)
+            first: list[Frame] = []
+            async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
+                                   json={"input": text("talk")}) as response:
+                async for frame in frames(response):
+                    first.append(frame)
+                    if len(first) == 5:
+                        break  # the connection drops mid-turn
+            stream = f"/v1/threads/{thread_id}/events/stream"
+            async with http.stream("GET", stream,
+                                   params={"after_seq": first[-1].id}) as response:
+                rest = [f async for f in frames(response)]
+            assert rest[-1].event == "turn.completed"
+            assert [f.data for f in first + rest] == await event_log(http, thread_id, 1)
+
+            # The header wins over the query: a reconnecting EventSource sends both.
+            last = str(rest[-1].id)
+            both = await http.get(stream, params={"after_seq": 0},
+                                  headers={"Last-Event-ID": last})
+            assert both.status_code == 200 and both.text == ""
+            up_to_date = await http.get(stream, params={"after_seq": last})
+            assert up_to_date.status_code == 200 and up_to_date.text == ""
+            for bad in ("-1", "x", "1.5"):
+                assert_error(await http.get(stream, params={"after_seq": bad}),
+                             400, "invalid_request")
+
+
 async def test_interrupt_ends_a_hanging_turn(serve, workspace: Path) -> None:
     with serve([Reply(text="an answer that never ends", hang_after=3)]) as (url, engine):
         async with client(url) as http:

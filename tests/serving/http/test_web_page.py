@@ -1,12 +1,14 @@
 """The trace viewer at `/`, in a headless Chromium driven by Playwright, against a real uvicorn
 server and the scripted engine: create a thread, start a turn and watch its items stream in,
-then reload and see the finished thread. Skipped where Chromium or Playwright is missing (CI
-installs Debian's `chromium` and the `playwright` package; no `playwright install`)."""
+then reload and see the finished thread; answer approvals; see a file change's diff. Skipped
+where Chromium or Playwright is missing (CI installs Debian's `chromium` and the `playwright`
+package; no `playwright install`)."""
 
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from support.live_server import live_server
 from support.scripted_engine import Reply, ScriptedEngine, call
@@ -82,6 +84,7 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(tmp_path: Path, work
             "two python files: app.py and util.py")
         expect(turn.locator(".turn-footer")).to_contain_text("stop: ")
         expect(turn.locator(".turn-footer")).to_contain_text("2 model calls")
+        expect(turn.locator(".turn-footer")).not_to_contain_text("null")  # absent parts
         expect(page.locator("#send")).to_be_enabled()
         expect(page.locator("#interrupt")).to_be_hidden()
         # The search's output is there, collapsed.
@@ -123,4 +126,80 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         expect(turn.locator(".turn-footer .badge")).to_have_text("interrupted")
         expect(page.locator("#interrupt")).to_be_hidden()
         expect(page.locator("#send")).to_be_enabled()
+        assert errors == []
+
+
+def test_approvals_are_answered_from_the_page(tmp_path: Path, workspace: Path,
+                                              browser) -> None:
+    expect = sync_api.expect
+    words = ["first", "second", "third", "fourth"]
+    replies = [*(Reply(calls=[call("run_terminal", command=f"echo {word}")]) for word in words),
+               Reply(text="ran three of the four")]
+    engine = ScriptedEngine(replies)
+    with live_server(engine, tmp_path / "home") as url:
+        # The page has no approval policy field: the thread is made over the API.
+        thread = httpx.post(f"{url}/v1/threads", json={
+            "workspace": str(workspace), "approval_policy": {"tools": {"run_terminal": "ask"}},
+        }).json()["thread"]
+        page, errors = open_page(browser, f"{url}/#thread={thread['id']}")
+        page.fill("#request", "run them")
+        page.click("#send")
+        turn = page.locator(".turn").first
+        approvals = turn.locator(".item.approval_request")
+        commands = turn.locator(".item.command_execution")
+
+        def answer(n: int, button: str, decided: str, note: str = "") -> None:
+            approval = approvals.nth(n)
+            expect(approval.locator(".summary")).to_have_text(f"echo {words[n]}")
+            expect(approval.locator(".reason")).to_have_text(
+                "approval needed by the rule for tool run_terminal")
+            expect(approval.get_by_role("button")).to_have_text(
+                ["Approve", "Approve for this thread", "Deny"])
+            approval.locator("input").fill(note)
+            approval.get_by_role("button", name=button, exact=True).click()
+            expect(approval.get_by_role("button")).to_have_count(0)
+            expect(approval.locator(".decision")).to_have_text(decided)
+
+        answer(0, "Approve", "approved (by client)")
+        expect(commands.nth(0).locator(".output")).to_contain_text("first")
+        answer(1, "Deny", "denied (by client) — not that one", note="not that one")
+        expect(commands.nth(1).locator(".badge")).to_have_text("declined")
+        expect(commands.nth(1).locator(".output")).to_contain_text("not that one")
+        answer(2, "Approve for this thread", "approved for this thread (by client)")
+        expect(commands.nth(2).locator(".output")).to_contain_text("third")
+        # Granted for the thread: the fourth command runs without asking.
+        expect(commands.nth(3).locator(".output")).to_contain_text("fourth")
+        expect(turn.locator(".item.agent_message .text")).to_have_text("ran three of the four")
+        expect(turn.locator(".turn-footer .badge")).to_have_text("completed")
+        expect(approvals).to_have_count(3)
+
+        page.reload()  # answered requests show their decisions, and no buttons
+        expect(page.locator(".item.approval_request .decision")).to_have_text([
+            "approved (by client)", "denied (by client) — not that one",
+            "approved for this thread (by client)"])
+        assert page.locator(".item.approval_request button").count() == 0
+        assert errors == []
+
+
+def test_a_file_change_shows_its_diff(tmp_path: Path, workspace: Path, browser) -> None:
+    expect = sync_api.expect
+    replies = [Reply(calls=[call("edit_file", path="app.py", old_string="print('hi')",
+                                 new_string="print('<b>hello</b>')")]),
+               Reply(text="edited")]
+    with live_server(ScriptedEngine(replies), tmp_path / "home") as url:
+        page, errors = open_page(browser, url)
+        page.fill("#workspace", str(workspace))
+        page.click("#new-thread button")
+        page.fill("#request", "greet louder")
+        page.click("#send")
+        change = page.locator(".item.file_change")
+        expect(change.locator(".change code")).to_have_text("app.py")
+        diff = change.locator(".diff")
+        expect(diff.locator(".file")).to_have_text(["--- a/app.py", "+++ b/app.py"])
+        expect(diff.locator(".hunk")).to_have_count(1)
+        expect(diff.locator(".del")).to_have_text(["-print('hi')"])
+        expect(diff.locator(".add")).to_have_text(["+print('<b>hello</b>')"])
+        assert diff.locator("b").count() == 0  # model output is text, never markup
+        expect(page.locator(".item.agent_message .text")).to_have_text("edited")
+        assert (workspace / "app.py").read_text() == "print('<b>hello</b>')\n"
         assert errors == []

@@ -1,0 +1,130 @@
+"""The protocol's client -> server methods, implemented once over an `AgentRuntime`.
+
+Transports differ in framing only: LSP calls `dispatch("turn/start", params)` with the JSON it
+received; HTTP routes call the typed methods. Both get the same validation, the same workspace
+allow-list and the same errors (`SessionError` with a `kind` each transport maps to its own
+codes).
+"""
+
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from opencomposer.agent.protocol.methods import (
+    METHODS,
+    METHODS_BY_NAME,
+    ApprovalRespondParams,
+    ApprovalRespondResponse,
+    ThreadEventsParams,
+    ThreadEventsResponse,
+    ThreadListParams,
+    ThreadListResponse,
+    ThreadReadParams,
+    ThreadReadResponse,
+    ThreadStartParams,
+    ThreadStartResponse,
+    TurnInterruptParams,
+    TurnInterruptResponse,
+    TurnStartParams,
+    TurnStartResponse,
+    TurnSteerParams,
+    TurnSteerResponse,
+)
+from opencomposer.agent.runtime import AgentRuntime
+from opencomposer.agent.session import SessionError, ThreadSession
+
+
+def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
+    """The resolved folder `path` names, if it lies inside one of `roots`: a client must not
+    be able to point the agent at any folder the server's user can reach."""
+    try:
+        workspace = Path(path).expanduser().resolve()
+        is_dir = workspace.is_dir()
+    except (ValueError, OSError, RuntimeError) as exc:
+        # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
+        raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
+                           kind="invalid_request") from None
+    if not any(workspace.is_relative_to(root.expanduser().resolve()) for root in roots):
+        raise SessionError(f"{path} is outside the folders this server may open",
+                           kind="forbidden")
+    if not is_dir:
+        raise SessionError(f"workspace {path} is not a folder", kind="invalid_request")
+    return workspace
+
+
+class AgentAPI:
+    METHODS = tuple(m.name for m in METHODS if m.direction == "client_to_server")
+    """Every client -> server method; each is served by the method named like it
+    (`turn/start` by `turn_start`)."""
+
+    def __init__(self, runtime: AgentRuntime, roots: Callable[[], Sequence[Path]]) -> None:
+        """`roots`: the folders threads may be bound to, asked for at each thread start (an
+        editor's workspace folders change during a session)."""
+        self.runtime = runtime
+        self.roots = roots
+        self._handlers: dict[str, Callable[[Any], Awaitable[BaseModel]]] = {
+            name: getattr(self, name.replace("/", "_")) for name in self.METHODS}
+
+    async def dispatch(self, method: str, params: Any) -> dict[str, Any]:
+        """Run a method on JSON params; its JSON result. Invalid params are a SessionError of
+        kind `invalid_request` naming the fields."""
+        handler = self._handlers.get(method)
+        if handler is None:
+            raise SessionError(f"no method {method}", kind="not_found")
+        try:
+            typed = METHODS_BY_NAME[method].params.model_validate(params or {})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}"
+                                 for e in exc.errors()[:5])
+            raise SessionError(f"invalid params for {method}: {problems}",
+                               kind="invalid_request") from None
+        result = await handler(typed)
+        return result.model_dump(mode="json")
+
+    async def session(self, thread_id: str) -> ThreadSession:
+        return await self.runtime.open_thread(thread_id)
+
+    # ------------------------------------------------------------------ threads
+
+    async def thread_start(self, params: ThreadStartParams) -> ThreadStartResponse:
+        workspace = allowed_workspace(params.workspace, self.roots())
+        session = await self.runtime.start_thread(workspace, title=params.title,
+                                                  model=params.model,
+                                                  approval_policy=params.approval_policy)
+        return ThreadStartResponse(thread=session.thread)
+
+    async def thread_list(self, params: ThreadListParams) -> ThreadListResponse:
+        threads, next_cursor = self.runtime.list_threads(params.limit, params.cursor)
+        return ThreadListResponse(data=threads, next_cursor=next_cursor)
+
+    async def thread_read(self, params: ThreadReadParams) -> ThreadReadResponse:
+        thread, turns = self.runtime.read_thread(params.thread_id)
+        return ThreadReadResponse(thread=thread, turns=turns)
+
+    async def thread_events(self, params: ThreadEventsParams) -> ThreadEventsResponse:
+        if self.runtime.store.thread(params.thread_id) is None:
+            raise SessionError(f"no thread {params.thread_id}", kind="not_found")
+        events = self.runtime.store.events(params.thread_id, params.after_seq, params.limit + 1)
+        return ThreadEventsResponse(events=events[:params.limit],
+                                    has_more=len(events) > params.limit)
+
+    # ------------------------------------------------------------------ turns
+
+    async def turn_start(self, params: TurnStartParams) -> TurnStartResponse:
+        session = await self.session(params.thread_id)
+        return TurnStartResponse(turn=await session.start_turn(params.input))
+
+    async def turn_interrupt(self, params: TurnInterruptParams) -> TurnInterruptResponse:
+        session = await self.session(params.thread_id)
+        return TurnInterruptResponse(turn=await session.interrupt(params.turn_id))
+
+    async def turn_steer(self, params: TurnSteerParams) -> TurnSteerResponse:
+        session = await self.session(params.thread_id)
+        return TurnSteerResponse(item_id=session.steer(params.turn_id, params.input))
+
+    async def approval_respond(self, params: ApprovalRespondParams) -> ApprovalRespondResponse:
+        session = await self.session(params.thread_id)
+        return ApprovalRespondResponse(
+            item=session.respond_approval(params.item_id, params.decision, params.message))

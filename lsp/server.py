@@ -1,0 +1,310 @@
+"""The opencomposer language server: the agent inside any LSP editor.
+
+One server per editor connection. It owns an agent runtime whose workspaces read the editor's
+open buffers and write through `workspace/applyEdit`, exposes the agent protocol as
+`opencomposer/*` methods (the HTTP agent API one to one, `agent.api`), and offers plain-LSP ways
+in for editors with no opencomposer code: commands, code actions, work-done progress, messages,
+approvals as message requests. Inline completion comes from the same engine.
+
+The handlers here translate; the agent's behaviour lives in `opencomposer.agent`.
+"""
+
+import hmac
+import json
+import logging
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pydantic import ValidationError
+from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerNotInitialized
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument, Workspace
+
+from opencomposer import __version__
+from opencomposer.agent.api import AgentAPI
+from opencomposer.agent.runtime import AgentRuntime
+from opencomposer.agent.session import SessionError
+from opencomposer.agent.tools.workspace import Workspace as AgentWorkspace
+from opencomposer.config import LspSettings, Settings
+from opencomposer.lsp.agent_link import APPROVAL_METHOD, EVENT_METHOD, AgentLink
+from opencomposer.lsp.commands import EditorCommands
+from opencomposer.lsp.completion import InlineCompleter, completion_items, inline_items
+from opencomposer.lsp.documents import OpenDocuments
+from opencomposer.lsp.edits import EditorWriter
+from opencomposer.lsp.turn_feedback import TurnFeedback
+from opencomposer.lsp.wire import REQUEST_FAILED, plain_json, session_error
+from opencomposer.serving.engines.base import Engine
+
+log = logging.getLogger(__name__)
+
+METHOD_PREFIX = "opencomposer/"
+
+
+class GuardedProtocol(LanguageServerProtocol):
+    """pygls' protocol with the checks an editor-facing server needs: no request is served
+    before `initialize` succeeded (LSP's ServerNotInitialized), and a reply to a server request
+    whose waiter is gone (cancelled: an interrupted turn) is dropped instead of raising
+    `InvalidStateError` in the reader loop (pygls#621)."""
+
+    def handle_message(self, message: Any) -> None:
+        server = self._server
+        method = getattr(message, "method", None)
+        ready = isinstance(server, OpenComposerServer) and server.ready
+        if method is not None and not ready and method not in (lsp.INITIALIZE, lsp.EXIT):
+            if getattr(message, "id", None) is not None:
+                error = JsonRpcServerNotInitialized(f"{method} before initialize")
+                self._send_response(message.id, error=error.to_response_error())
+            return  # notifications before initialize are dropped, as the spec says
+        super().handle_message(message)
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams) -> Generator[Any, Any, Any]:
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = protocol_capabilities()
+        return result
+
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():
+            self._request_futures.pop(msg_id, None)
+            log.debug("dropped a reply to a request nobody waits for", extra={"id": msg_id})
+            return
+        super()._handle_response(msg_id, result, error)
+
+
+class OpenComposerServer(LanguageServer):
+    def __init__(self, settings: Settings, engine_factory: Callable[[], Engine], *,
+                 token: str | None = None) -> None:
+        """`engine_factory` is called once the client has initialized. `token`: required in
+        `initializationOptions.token` (connections over TCP)."""
+        super().__init__("opencomposer", __version__, protocol_cls=GuardedProtocol)
+        self.settings = settings
+        self.lsp_settings: LspSettings = settings.lsp
+        self.token = token
+        self.ready = False
+        self.speaks_protocol = False
+        """The client sent an `opencomposer/*` request or declared
+        `capabilities.experimental.opencomposer`: it renders events and answers approvals."""
+        self._engine_factory = engine_factory
+        self.documents = OpenDocuments(self._pygls_workspace)
+        self.link = AgentLink(self, speaks_protocol=lambda: self.speaks_protocol)
+        self.feedback = TurnFeedback(self)
+        self.link.hooks.append(self.feedback)
+        self.runtime: AgentRuntime | None = None
+        self.api: AgentAPI | None = None
+        self.completer: InlineCompleter | None = None
+        self.commands_ = EditorCommands(self)
+        self._register()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _pygls_workspace(self) -> Workspace | None:
+        return self.protocol._workspace if self.ready else None
+
+    def folders(self) -> list[Path]:
+        """The editor's workspace folders (the root when it sent no folders)."""
+        workspace = self._pygls_workspace()
+        if workspace is None:
+            return []
+        uris = [folder.uri for folder in workspace.folders.values()]
+        if not uris and workspace.root_uri:
+            uris = [workspace.root_uri]
+        return [Path(path).resolve() for uri in uris if (path := to_fs_path(uri))]
+
+    def thread_roots(self) -> list[Path]:
+        """Folders a thread may be bound to: the editor's and the configured ones."""
+        return [*self.folders(), *self.settings.server.workspace_roots]
+
+    def _workspace_for(self, root: Path) -> AgentWorkspace:
+        return AgentWorkspace(root, writer=EditorWriter(self, self.documents,
+                                                        self.lsp_settings),
+                              overlay=self.documents)
+
+    def _initialize(self, params: lsp.InitializeParams) -> None:
+        options = params.initialization_options or {}
+        if not isinstance(options, dict):
+            raise JsonRpcInvalidParams("initializationOptions must be an object")
+        if self.token is not None and not hmac.compare_digest(
+                str(options.get("token", "")).encode(), self.token.encode()):
+            raise JsonRpcException("a valid token is required in initializationOptions.token",
+                                   code=REQUEST_FAILED, data={"kind": "unauthorized"})
+        self.apply_options(options)
+        experimental = params.capabilities.experimental
+        if isinstance(experimental, dict) and experimental.get("opencomposer"):
+            self.speaks_protocol = True
+        engine = self._engine_factory()
+        self.runtime = AgentRuntime(self.settings, engine,
+                                    workspace_factory=self._workspace_for)
+        self.api = AgentAPI(self.runtime, self.thread_roots)
+        self.completer = InlineCompleter(engine, self.lsp_settings.completion,
+                                         self.runtime.store)
+        self.ready = True
+
+    def apply_options(self, options: dict[str, Any]) -> None:
+        """Editor-side settings: `completion`, `applyEdits`, `revealEdits`. Only these: the
+        engine and the approval policy are the user's own config (a project's editor settings
+        must not loosen approvals)."""
+        data = self.lsp_settings.model_dump()
+        if isinstance(options.get("completion"), dict):
+            data["completion"] = {**data["completion"], **options["completion"]}
+        for key, field in (("applyEdits", "apply_edits"), ("revealEdits", "reveal_edits")):
+            if key in options:
+                data[field] = options[key]
+        try:
+            updated = LspSettings.model_validate(data)
+        except ValidationError as exc:
+            raise JsonRpcInvalidParams(f"invalid opencomposer settings: {exc}") from None
+        # Mutated in place: writers and the completer hold these objects.
+        for field in ("apply_edits", "reveal_edits"):
+            setattr(self.lsp_settings, field, getattr(updated, field))
+        for field, value in updated.completion.model_dump().items():
+            setattr(self.lsp_settings.completion, field, value)
+
+    async def close(self) -> None:
+        """Stop following threads, interrupt running turns, close the trace store."""
+        await self.link.close()
+        if self.runtime is not None:
+            runtime, self.runtime = self.runtime, None
+            await runtime.close()
+
+    # ------------------------------------------------------------------ features
+
+    def _register(self) -> None:
+        @self.feature(lsp.INITIALIZE)
+        def initialize(params: lsp.InitializeParams) -> None:
+            self._initialize(params)
+
+        @self.feature(lsp.SHUTDOWN)
+        async def shutdown(params: Any) -> None:
+            await self.close()
+
+        @self.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+        def configuration(params: lsp.DidChangeConfigurationParams) -> None:
+            settings = params.settings
+            if isinstance(settings, dict):
+                section = settings.get("opencomposer", settings)
+                if isinstance(section, dict):
+                    try:
+                        self.apply_options(section)
+                    except JsonRpcInvalidParams as exc:
+                        self.window_show_message(lsp.ShowMessageParams(
+                            type=lsp.MessageType.Error, message=exc.message))
+
+        @self.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, lsp.InlineCompletionOptions())
+        async def inline_completion(params: lsp.InlineCompletionParams
+                                    ) -> lsp.InlineCompletionList | None:
+            proposal = await self._complete(params.text_document.uri, params.position)
+            if proposal is None:
+                return None
+            return lsp.InlineCompletionList(items=inline_items(proposal))
+
+        @self.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions())
+        async def completion(params: lsp.CompletionParams) -> lsp.CompletionList | None:
+            # Only for editors without inline completion: the others have their own
+            # completion sources, and ghost text is the better way to show a generation.
+            text_document = self.client_capabilities.text_document
+            if text_document is not None and text_document.inline_completion is not None:
+                return None
+            proposal = await self._complete(params.text_document.uri, params.position)
+            if proposal is None:
+                return None
+            return lsp.CompletionList(is_incomplete=True, items=completion_items(proposal))
+
+        @self.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
+            code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Refactor]))
+        def code_action(params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+            return self.commands_.code_actions(params)
+
+        for name, handler in self.commands_.handlers().items():
+            self.command(name)(_plain_function(handler))
+        for method in AgentAPI.METHODS:
+            self.feature(METHOD_PREFIX + method)(self._agent_method(method))
+
+    def _agent_method(self, method: str) -> Callable[[Any], Any]:
+        async def handle(params: Any) -> dict[str, Any]:
+            self.speaks_protocol = True
+            assert self.api is not None  # the protocol serves nothing before initialize
+            payload = plain_json(params)
+            try:
+                if method == "turn/start":
+                    return await self.start_turn_for_protocol(payload)
+                result = await self.api.dispatch(method, payload)
+            except SessionError as exc:
+                raise session_error(exc) from None
+            if method == "thread/start":
+                session = await self.api.session(result["thread"]["id"])
+                self.link.follow(session, 0)
+            return result
+
+        handle.__name__ = f"opencomposer_{method.replace('/', '_')}"
+        return handle
+
+    async def start_turn_for_protocol(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """`turn/start`: follow the thread from before the turn's first event, then start."""
+        assert self.api is not None
+        thread_id = payload.get("thread_id")
+        if isinstance(thread_id, str) and not self.link.following(thread_id):
+            session = await self.api.session(thread_id)
+            self.link.follow(session, session.log.seq)
+        return await self.api.dispatch("turn/start", payload)
+
+    async def _complete(self, uri: str, position: lsp.Position) -> Any:
+        if self.completer is None or not self.lsp_settings.completion.enabled:
+            return None
+        document = self.workspace.get_text_document(uri)
+        related = [d for d in self.workspace.text_documents.values()
+                   if d.uri != uri and d.language_id == document.language_id]
+        root = self.commands_.root_of(document)
+        return await self.completer.complete(document, position, related=related,
+                                             workspace_root=root)
+
+    def document(self, uri: str) -> TextDocument:
+        return self.workspace.get_text_document(uri)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A message that could not be read (malformed JSON, params of the wrong shape) gets
+        the JSON-RPC error it deserves, with a null id as the spec says when the id is
+        unknown; handler failures were already answered by pygls."""
+        if source is JsonRpcException:
+            code = -32700 if isinstance(error, json.JSONDecodeError) else \
+                getattr(error, "code", -32600)
+            message = f"cannot read the message: {error}"
+            self.protocol._send_response(
+                None, error=lsp.ResponseError(code=code, message=message))  # type: ignore[arg-type]
+        log.warning("LSP error", extra={"error": repr(error), "source": getattr(source, "__name__",
+                                                                                   str(source))})
+
+
+def _plain_function(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """pygls marks a command's handler with attributes, which a bound method cannot take."""
+    async def run(*arguments: Any) -> Any:
+        return await handler(*arguments)
+    return run
+
+
+def protocol_capabilities() -> dict[str, Any]:
+    """`capabilities.experimental.opencomposer`: how a client reaches the agent."""
+    return {"opencomposer": {
+        "version": __version__,
+        "methods": [METHOD_PREFIX + method for method in AgentAPI.METHODS],
+        "events": EVENT_METHOD,
+        "approvals": APPROVAL_METHOD,
+        "commands": sorted(EditorCommands.NAMES),
+    }}
+
+
+def advertised_capabilities(server: OpenComposerServer) -> dict[str, Any]:
+    """What `initialize` answers, for a client that declares no capabilities (UTF-16)."""
+    manager = server.protocol.fm
+    capabilities = ServerCapabilitiesBuilder(
+        lsp.ClientCapabilities(), {*manager.features, *manager.builtin_features},
+        manager.feature_options, list(manager.commands), lsp.TextDocumentSyncKind.Incremental,
+    ).build()
+    capabilities.experimental = protocol_capabilities()
+    return server.protocol._converter.unstructure(capabilities)

@@ -1,0 +1,64 @@
+"""`opencomposer lsp`: the language server, over stdio (what editors spawn) or TCP.
+
+Over stdio, stdout is the protocol: nothing else may be printed there (logs go to stderr and
+the log folder). Over TCP the server listens on loopback only and requires a token in
+`initializationOptions.token`, so another local user cannot drive the agent as you; the token
+is `server.token` from the config, or one generated and printed once.
+"""
+
+import json
+import secrets
+import sys
+from typing import Annotated
+
+import typer
+
+from opencomposer.serving.cli.options import (
+    Approval,
+    ConfigOverrides,
+    EngineSpec,
+    Workspace,
+    approval_overrides,
+    engine_overrides,
+    overrides_from,
+    settings_for,
+)
+from opencomposer.serving.cli.output import err
+
+
+def lsp(
+    tcp: Annotated[int | None, typer.Option(
+        "--tcp", metavar="PORT", help="Listen on 127.0.0.1:PORT instead of stdio.")] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Print the capabilities the server advertises, then exit.")] = False,
+    engine: EngineSpec = None,
+    approval: Approval = None,
+    workspace: Workspace = None,
+    config: ConfigOverrides = None,
+) -> None:
+    """Serve the Language Server Protocol: the agent, inline completion and code actions."""
+    # Imported here: pygls is only needed by this command.
+    from opencomposer.lsp.server import OpenComposerServer, advertised_capabilities
+    from opencomposer.serving.engines import make_engine
+
+    loaded = settings_for(workspace, overrides_from(
+        config, **engine_overrides(engine), **approval_overrides(approval)))
+    settings = loaded.settings
+    token = None
+    if tcp is not None:
+        configured = settings.server.token
+        token = configured.get_secret_value() if configured else secrets.token_urlsafe(32)
+        if configured is None:
+            err.print(f"LSP over TCP: clients must send initializationOptions.token = {token!r} "
+                      "(set server.token to choose your own).")
+    server = OpenComposerServer(
+        settings, lambda: make_engine(settings.engine, settings.models_dir), token=token)
+    if check:
+        json.dump(advertised_capabilities(server), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    if tcp is None:
+        server.start_io()
+    else:
+        err.print(f"opencomposer LSP listening on 127.0.0.1:{tcp}")
+        server.start_tcp("127.0.0.1", tcp)

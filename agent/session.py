@@ -112,6 +112,8 @@ class ThreadSession:
         self._partial: dict[str, list[str]] = {}
         self._approvals: dict[str, asyncio.Future[ApprovalRequestResponse]] = {}
         self._running: _Running | None = None
+        self._turns_started = 0  # by this session: only those have edits to report at close
+        self._closed = False
         harness.todos = current_todos(self.items)
 
     # ------------------------------------------------------------------ turns
@@ -136,6 +138,7 @@ class ThreadSession:
         runner = TurnRunner(self, turn)
         task = asyncio.create_task(self._run(runner), name=f"turn {turn.id}")
         self._running = _Running(turn, task, runner)
+        self._turns_started += 1
         return turn
 
     async def run_turn(self, content: list[UserInput]) -> Turn:
@@ -383,6 +386,15 @@ class ThreadSession:
         for outcome in edit_outcomes(self.harness, self.thread.id, previous):
             self.store.record_outcome(outcome)
 
+    def _record_session_end(self) -> None:
+        """The client is going with no further request: note what became of the last turn's
+        edits now (an editor's unsaved buffers included), as the follow-up would have."""
+        turns = self.store.turns(self.thread.id)
+        if turns and self._turns_started:
+            for outcome in edit_outcomes(self.harness, self.thread.id, turns[-1].id,
+                                         when="session_end"):
+                self.store.record_outcome(outcome)
+
     def _retitle(self, content: list[UserInput]) -> None:
         text = " ".join(" ".join(getattr(c, "text", None) or "" for c in content).split())
         if text:
@@ -391,8 +403,12 @@ class ThreadSession:
             self.store.update_thread(self.thread)
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._running is not None:
             await self.interrupt()
+        self._record_session_end()
         self.log.close()
         await self.harness.close()
 

@@ -4,6 +4,7 @@ Every `opencomposer ... bench` command prints its results as these rows, so a re
 finds the baseline, our figure and the ratio in the same columns, measured in the same run.
 """
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,3 +44,9 @@ def figure(value: float | None, unit: str) -> str:
     if value >= 100:
         return f"{value:,.0f} {unit}"
     return f"{value:.3g} {unit}"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile (`q` in 0..1) of `values`."""
+    ordered = sorted(values)
+    return ordered[max(min(math.ceil(q * len(ordered)) - 1, len(ordered) - 1), 0)]

@@ -84,7 +84,14 @@ class RunTerminal(Tool):
             network=harness.settings.allow_network,
             on_output=ctx.on_output,
         )
-        return describe(result, args.command, harness.sandbox.name)
+        described = describe(result, args.command, harness.sandbox.name)
+        unsaved = harness.workspace.unsaved()
+        if unsaved:
+            # Commands read the disk; the model's reads and edits saw the editor's buffers.
+            shown = ", ".join(unsaved[:10]) + (" and more" if len(unsaved) > 10 else "")
+            described.text += (f"\n[note: the command saw files as saved on disk; the editor "
+                               f"has unsaved changes in {shown}]")
+        return described
 
 
 class JobArgs(ToolArgs):

@@ -8,12 +8,12 @@ the editor (`workspace/applyEdit`) under LSP.
 
 import os
 import tempfile
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 from opencomposer.agent.tools.errors import Denied, InvalidArguments, NotFound
-from opencomposer.agent.tools.textfile import TextFile, decode, new_file
+from opencomposer.agent.tools.textfile import BinaryFile, TextFile, decode, new_file
 
 # Larger files are not decoded whole; 128 MiB covers generated sources and logs users open.
 MAX_TEXT_BYTES = 128 * 1024 * 1024
@@ -112,6 +112,20 @@ class Workspace:
             on_disk = decode(path.read_bytes()).format if path.is_file() else None
             return TextFile(text, on_disk) if on_disk else new_file(text)
         return decode(self.read_bytes(path))
+
+    def unsaved(self) -> list[str]:
+        """Files whose editor buffer differs from the disk, as shown paths: what a command,
+        which reads the disk, does not see."""
+        changed = []
+        for path in self._overlay:
+            try:
+                on_disk = path.read_bytes() if path.is_file() else None
+                differs = on_disk is None or decode(on_disk).text != self._overlay[path]
+            except (OSError, BinaryFile):
+                differs = True
+            if differs and (path == self.root or self.root in path.parents):
+                changed.append(self.relative(path))
+        return sorted(changed)
 
     def current_bytes(self, path: Path) -> bytes | None:
         """What the file holds as the agent sees it (an unsaved buffer, encoded in the file's

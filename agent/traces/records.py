@@ -28,15 +28,19 @@ def model_call_record(*, thread_id: str, turn_id: str, step: int, purpose: str, 
     )
 
 
-def edit_outcomes(harness: ToolHarness, thread_id: str, turn_id: str) -> list[Outcome]:
+def edit_outcomes(harness: ToolHarness, thread_id: str, turn_id: str,
+                  when: str = "followup") -> list[Outcome]:
     """For each file the turn changed: kept as the agent wrote it, reverted to what it was
-    before, or changed since (compared with the turn's checkpoints)."""
+    before, or changed since (compared with the turn's checkpoints, and with an editor's
+    unsaved buffer where there is one). `when`: `followup` (the user's next request) or
+    `session_end` (the client went away without one)."""
     outcomes = []
     for restore in harness.checkpoints.plan_undo("turn", turn_id):
         current = harness.workspace.current_bytes(restore.path)
         kind = ("edit_kept" if current == restore.expected else
                 "edit_reverted" if current == restore.restore else "edit_modified")
         outcomes.append(Outcome(thread_id, kind,
-                                {"path": harness.workspace.relative(restore.path)},
+                                {"path": harness.workspace.relative(restore.path),
+                                 "when": when},
                                 turn_id=turn_id))
     return outcomes

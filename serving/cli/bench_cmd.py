@@ -84,3 +84,23 @@ def http(
     print_bench(rows, info, f"a loopback uvicorn server in its own process and an instant "
                             f"replay engine; {levels} concurrent clients; {requests:,} chat "
                             f"completions and {turns:,} agent turns per level", json)
+
+
+@bench_app.command("lsp")
+def lsp(
+    completions: Annotated[int, typer.Option(
+        min=1, help="Inline completion requests per server.")] = 300,
+    turns: Annotated[int, typer.Option(min=1, help="Agent turns (and bare notifications).")]
+    = 100,
+    json: Json = False,
+) -> None:
+    """The language server's own cost: an inline completion's request-to-response time and a
+    turn's time to its first event, against an instant engine, beside a bare pygls server that
+    answers at once (both over stdio, each in a process of its own)."""
+    from opencomposer.lsp.bench import run_lsp_bench  # pygls loads only here
+
+    with err.status("benchmarking the language server"):
+        rows, info = asyncio.run(run_lsp_bench(completions_count=completions, turns=turns))
+    print_bench(rows, info, f"two stdio servers in their own processes, one client; "
+                            f"{completions:,} inline completions and {turns:,} agent turns",
+                json)

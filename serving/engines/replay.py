@@ -66,3 +66,16 @@ class ReplayEngine:
 
     async def aclose(self) -> None:
         return None
+
+
+class InstantEngine(ReplayEngine):
+    """A replay engine that never runs out: every generation is the same answer, streamed at
+    once. Benchmarks use it to take the model out of what they measure."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__([GenerationResult(text=answer)], model="instant")
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        self._next = 0
+        async for event in super().generate(request):
+            yield event

@@ -3,9 +3,10 @@ requests (interrupt, steer, approvals) and the training export.
 
 Every payload is one of the protocol's models, so HTTP carries the same JSON as LSP. A turn's
 progress is the thread's event log read live: the SSE `id` is the event's `seq`, which lets a
-client that lost its connection resume with `Last-Event-ID` without a gap or a repeat. The
-turn itself belongs to the thread, not to the request: a dropped client does not stop it
-unless the client asked for that (`cancel_on_disconnect`).
+client that lost its connection resume with `Last-Event-ID` (or `?after_seq`, which a
+browser's EventSource can set on its first connection) without a gap or a repeat. The turn
+itself belongs to the thread, not to the request: a dropped client does not stop it unless
+the client asked for that (`cancel_on_disconnect`).
 
 Errors are `{"error": {"kind", "message"}}`: 404 for an unknown thread, turn or approval, 409
 for a conflict (a turn already running), 400 for a malformed or invalid request.

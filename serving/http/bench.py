@@ -23,7 +23,6 @@ across runs or machines.
 """
 
 import asyncio
-import math
 import subprocess
 import sys
 import tempfile
@@ -35,39 +34,18 @@ from typing import Any
 
 import httpx
 
-from opencomposer.benchmark import Row
+from opencomposer.benchmark import Row, percentile
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
     ChatMessage,
-    EngineEvent,
     GenerationRequest,
-    GenerationResult,
     complete,
 )
-from opencomposer.serving.engines.replay import ReplayEngine
+from opencomposer.serving.engines.replay import InstantEngine
 
 ANSWER = "Done: the tests pass."
 PROMPT = [{"role": "system", "content": "You are a coding agent."},
           {"role": "user", "content": "Do the tests pass?"}]
-
-
-class InstantEngine(ReplayEngine):
-    """A replay engine that never runs out: every generation is the same short answer,
-    streamed at once."""
-
-    def __init__(self) -> None:
-        super().__init__([GenerationResult(text=ANSWER)], model="instant")
-
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
-        self._next = 0
-        async for event in super().generate(request):
-            yield event
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The nearest-rank percentile (`q` in 0..1) of `values`."""
-    ordered = sorted(values)
-    return ordered[max(min(math.ceil(q * len(ordered)) - 1, len(ordered) - 1), 0)]
 
 
 @contextmanager
@@ -220,7 +198,7 @@ async def turns_in_process(root: Path, workspace: Path, concurrency: int,
     from opencomposer.agent.runtime import AgentRuntime
 
     settings = Settings(home=root / "home", models_dir=root / "models")
-    runtime = AgentRuntime(settings, InstantEngine())
+    runtime = AgentRuntime(settings, InstantEngine(ANSWER))
     try:
         sessions = [await runtime.start_thread(workspace) for _ in range(concurrency)]
 
@@ -276,7 +254,7 @@ async def run_http_bench(*, concurrency: list[int] | None = None, requests: int 
             for level in levels:
                 total = max(requests, level)
                 http = await chat_over_http(url, level, total)
-                local = await chat_in_process(InstantEngine(), level, total)
+                local = await chat_in_process(InstantEngine(ANSWER), level, total)
                 rows += chat_rows(level, total, http, local)
             for level in levels:
                 total = max(turns, level)

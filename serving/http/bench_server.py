@@ -16,8 +16,9 @@ from pathlib import Path
 import uvicorn
 
 from opencomposer.config import LoadedSettings, Settings
+from opencomposer.serving.engines.replay import InstantEngine
 from opencomposer.serving.http.app import create_app
-from opencomposer.serving.http.bench import InstantEngine
+from opencomposer.serving.http.bench import ANSWER
 
 
 def report_then_watch(server: uvicorn.Server, port_file: Path) -> None:
@@ -36,7 +37,7 @@ def report_then_watch(server: uvicorn.Server, port_file: Path) -> None:
 def main(root: Path, port_file: Path) -> None:
     settings = Settings(home=root / "server", models_dir=root / "models",
                         server={"workspace_roots": [root]})
-    app = create_app(LoadedSettings(settings), None, engine=InstantEngine())
+    app = create_app(LoadedSettings(settings), None, engine=InstantEngine(ANSWER))
     # The backlog of `serve_in_thread`: 100 clients connect at once.
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                                            lifespan="on", backlog=2048))

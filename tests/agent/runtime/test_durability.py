@@ -103,6 +103,7 @@ async def test_secrets_are_redacted_in_the_stored_trace(make_runtime, repo: Path
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     await session.run_turn(text(f"my key is {key}; show .env"))
+    await session.close()
     runtime.store.close()
     raw = b"".join(path.read_bytes() for path in settings().home.glob("traces.db*"))
     assert key.encode() not in raw
@@ -131,6 +132,24 @@ async def test_followups_record_what_became_of_the_edits(make_runtime, repo: Pat
         session.thread.id) if o.turn_id == first.id}
     assert outcomes == {("user_followup", None), ("edit_kept", "a.txt"),
                         ("edit_reverted", "b.txt"), ("edit_modified", "c.txt")}
+
+
+async def test_a_client_leaving_records_what_became_of_the_last_edits(make_runtime,
+                                                                      repo: Path) -> None:
+    engine = ScriptedEngine([Reply(calls=[call("write_file", path="a.txt", content="a\n"),
+                                          call("write_file", path="b.txt", content="b\n")]),
+                             Reply(text="wrote two files")])
+    runtime = make_runtime(engine)
+    session = await runtime.start_thread(repo)
+    turn = await session.run_turn(text("write files"))
+    (repo / "b.txt").unlink()
+    thread_id = session.thread.id
+    reader = runtime.store  # closing the runtime closes it; read what it wrote first
+    await session.close()
+    outcomes = {(o.kind, o.detail["path"], o.detail["when"])
+                for o in reader.outcomes(thread_id) if o.turn_id == turn.id}
+    assert outcomes == {("edit_kept", "a.txt", "session_end"),
+                        ("edit_reverted", "b.txt", "session_end")}
 
 
 async def test_threads_are_independent_in_one_runtime(make_runtime, repo: Path,

@@ -5,6 +5,9 @@ from pathlib import Path
 import pytest
 
 from opencomposer.agent.protocol.common import ActionClass
+from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.config import ToolSettings
 
 
 async def test_run_reports_output_and_exit_code(harness, root: Path):
@@ -66,3 +69,18 @@ async def test_writes_outside_the_workspace_fail_in_the_sandbox(harness, root: P
     assert not private.exists()
     inside = await harness.call("run_terminal", {"command": "echo x > inside.txt"})
     assert "[exit code 0]" in inside.text and (root / "inside.txt").read_text() == "x\n"
+
+
+async def test_a_command_is_told_about_unsaved_editor_buffers(root: Path, tmp_path: Path):
+    (root / "app.py").write_text("x = 1\n")
+    buffers = {root / "app.py": "x = 2\n"}
+    tools = ToolHarness(Workspace(root, overlay=buffers), ToolSettings(), tmp_path / "data")
+    try:
+        unsaved = await tools.call("run_terminal", {"command": "cat app.py"})
+        buffers[root / "app.py"] = "x = 1\n"  # saved: the buffer matches the disk again
+        saved = await tools.call("run_terminal", {"command": "cat app.py"})
+    finally:
+        await tools.close()
+    assert "x = 1" in unsaved.text
+    assert unsaved.text.endswith("unsaved changes in app.py]")
+    assert "unsaved" not in saved.text

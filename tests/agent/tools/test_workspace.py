@@ -61,3 +61,11 @@ def test_overlay_wins_over_disk(root: Path):
     del buffers[root / "a.py"]
     assert workspace.read_text(root / "a.py").text == "old\r\n"
     assert workspace.current_bytes(root / "a.py") == b"old\r\n"
+
+
+def test_unsaved_lists_buffers_that_differ_from_the_disk(root: Path):
+    (root / "same.py").write_bytes(b"x\r\n")
+    (root / "changed.py").write_bytes(b"x\n")
+    buffers = {root / "same.py": "x\r\n", root / "changed.py": "y\n",
+               root / "new.py": "z\n", root.parent / "outside.py": "w\n"}
+    assert Workspace(root, overlay=buffers).unsaved() == ["changed.py", "new.py"]

@@ -69,3 +69,17 @@ def test_bench_http_reports_every_figure():
     ]
     for row in report["rows"]:
         assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0
+
+
+def test_bench_lsp_reports_every_figure():
+    proc = subprocess.run([CLI, "bench", "lsp", "--completions", "4", "--turns", "3", "--json"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert (report["completions"], report["turns"]) == (4, 3)
+    assert [row["name"] for row in report["rows"]] == [
+        f"{what}: {p}" for what in ("inline completion, request to response",
+                                    "event delivery, request to first event")
+        for p in ("p50", "p99")]
+    for row in report["rows"]:
+        assert row["ours"] > 0 and row["baseline"] > 0

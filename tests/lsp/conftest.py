@@ -1,0 +1,68 @@
+"""Fixtures for end-to-end tests of the language server: the real server process with a scripted
+model (tests/support/scripted_lsp_server.py), a workspace folder, and clients that play a
+recorded editor (support.lsp_editor)."""
+
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from pytest_lsp import client_capabilities, make_test_lsp_client
+from support.lsp_editor import PROFILES, SERVER, Editor
+
+Launch = Callable[..., Awaitable[Editor]]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A small project: `src/app.py` (with a typo, and wide characters on its last line) and
+    `src/util.py`."""
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text(
+        'def greet(name):\n    return "hello " + nme\n\n\nprint(greet("wörld 😀"))\n')
+    (root / "src" / "util.py").write_text("def twice(x):\n    return x * 2\n")
+    return root.resolve()
+
+
+@pytest.fixture
+async def launch(tmp_path: Path, workspace: Path) -> AsyncIterator[Launch]:
+    """Start a server and initialize a client against it: `await launch(profile, ...)`.
+
+    `speaks_protocol`: the client declares `capabilities.experimental.opencomposer` (it
+    renders events and answers `opencomposer/approval`); `env`: settings for the server, as
+    OPENCOMPOSER_* variables. Servers are shut down after the test."""
+    editors: list[Editor] = []
+
+    async def start(profile: str = "neovim", *, speaks_protocol: bool = True,
+                    env: dict[str, str] | None = None) -> Editor:
+        script = tmp_path / f"script-{len(editors)}.json"
+        editor = Editor(make_test_lsp_client(), profile, workspace, script)
+        editor.serve()
+        # The environment of the test (isolated HOME, no OPENCOMPOSER_* of the developer's).
+        server_env = {**os.environ, "OPENCOMPOSER_HOME": str(tmp_path / "data"), **(env or {})}
+        await editor.client.start_io(sys.executable, str(SERVER), str(script), env=server_env)
+        editors.append(editor)
+
+        capabilities = client_capabilities(profile)
+        if speaks_protocol:
+            capabilities.experimental = {"opencomposer": {}}
+        result = await editor.client.initialize_session(lsp.InitializeParams(
+            capabilities=capabilities, root_uri=workspace.as_uri(),
+            workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="project")]))
+        editor.initialize_result = result
+        editor.encoding = result.capabilities.position_encoding or lsp.PositionEncodingKind.Utf16
+        return editor
+
+    yield start
+    for editor in editors:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
+
+
+@pytest.fixture(params=PROFILES)
+def profile(request: pytest.FixtureRequest) -> str:
+    """Each recorded editor in turn, for the tests whose outcome its capabilities change."""
+    return request.param

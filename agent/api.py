@@ -25,6 +25,10 @@ from opencomposer.agent.protocol.methods import (
     ThreadReadResponse,
     ThreadStartParams,
     ThreadStartResponse,
+    ThreadSubscribeParams,
+    ThreadSubscribeResponse,
+    ThreadUndoParams,
+    ThreadUndoResponse,
     TurnInterruptParams,
     TurnInterruptResponse,
     TurnStartParams,
@@ -34,6 +38,7 @@ from opencomposer.agent.protocol.methods import (
 )
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError, ThreadSession
+from opencomposer.agent.tools.errors import ToolError
 
 
 def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
@@ -96,12 +101,30 @@ class AgentAPI:
         return ThreadStartResponse(thread=session.thread)
 
     async def thread_list(self, params: ThreadListParams) -> ThreadListResponse:
-        threads, next_cursor = self.runtime.list_threads(params.limit, params.cursor)
+        threads, next_cursor = self.runtime.list_threads(params.limit, params.cursor,
+                                                         params.workspace)
         return ThreadListResponse(data=threads, next_cursor=next_cursor)
 
     async def thread_read(self, params: ThreadReadParams) -> ThreadReadResponse:
         thread, turns = self.runtime.read_thread(params.thread_id)
-        return ThreadReadResponse(thread=thread, turns=turns)
+        return ThreadReadResponse(thread=thread, turns=turns,
+                                  last_seq=self.runtime.store.last_seq(params.thread_id))
+
+    async def thread_subscribe(self, params: ThreadSubscribeParams) -> ThreadSubscribeResponse:
+        """Checks the thread and says where its log is; the transport does the following."""
+        session = await self.session(params.thread_id)
+        return ThreadSubscribeResponse(last_seq=session.log.seq)
+
+    async def thread_undo(self, params: ThreadUndoParams) -> ThreadUndoResponse:
+        session = await self.session(params.thread_id)
+        if session.running is not None:
+            raise SessionError(f"turn {session.running.id} is running; interrupt it before "
+                               "undoing", kind="conflict")
+        try:
+            outcome = await session.undo(params.scope, params.turn_id)
+        except ToolError as exc:
+            raise SessionError(exc.message, kind="conflict") from None
+        return ThreadUndoResponse(restored=outcome.restored, conflicts=outcome.conflicts)
 
     async def thread_events(self, params: ThreadEventsParams) -> ThreadEventsResponse:
         if self.runtime.store.thread(params.thread_id) is None:

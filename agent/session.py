@@ -206,6 +206,9 @@ class ThreadSession:
         return bool(self._running and self._running.turn.id == turn_id and self._running.steer)
 
     def finish_turn(self, turn: Turn) -> None:
+        # Input steered in after the model's last step is logged, not lost: the next turn's
+        # prompt carries it.
+        self.take_steer(turn.id)
         self.log.emit(TurnCompletedEvent, turn=turn)
         self.thread = self.thread.model_copy(update={"updated_at": datetime.now(UTC)})
         self.store.update_thread(self.thread)

@@ -88,7 +88,7 @@ class EditorCommands:
     # ------------------------------------------------------------------ commands
 
     async def ask(self, *arguments: Any) -> dict[str, str]:
-        """`opencomposer.ask` with a question, or `{"text", "uri"?, "range"?}`."""
+        """`opencomposer.ask` with a question, or `{"text", "uri"?, "range"?, "thread_id"?}`."""
         raw = plain_json(arguments[0]) if arguments else None
         if isinstance(raw, str):
             raw = {"text": raw}
@@ -99,19 +99,21 @@ class EditorCommands:
         document = self._document(raw["uri"]) if isinstance(raw.get("uri"), str) else None
         selection = _structure(raw.get("range"), lsp.Range) if raw.get("range") else None
         root = self.root_of(document)
-        return await self._start(root, question_request(raw["text"], document, root, selection))
+        return await self._start(root, question_request(raw["text"], document, root, selection),
+                                 _thread_id(raw))
 
     def _action(self, action: Action) -> Callable[..., Awaitable[dict[str, str]]]:
         async def run(*arguments: Any) -> dict[str, str]:
             raw = plain_json(arguments[0]) if arguments else None
             if not isinstance(raw, dict) or not isinstance(raw.get("uri"), str):
-                raise JsonRpcInvalidParams("the command takes `{uri, range, diagnostics?}`")
+                raise JsonRpcInvalidParams(
+                    "the command takes `{uri, range, diagnostics?, thread_id?}`")
             document = self._document(raw["uri"])
             selection = _structure(raw.get("range"), lsp.Range)
             diagnostics = [_structure(d, lsp.Diagnostic) for d in raw.get("diagnostics") or []]
             root = self.root_of(document)
             return await self._start(root, action_request(action, document, root, selection,
-                                                          diagnostics))
+                                                          diagnostics), _thread_id(raw))
         return run
 
     async def stop(self, *arguments: Any) -> dict[str, list[str]]:
@@ -151,19 +153,26 @@ class EditorCommands:
                                        "editor's workspace folders")
         return folders[0]
 
-    async def _start(self, root: Path, request: list[UserInput]) -> dict[str, str]:
+    async def _start(self, root: Path, request: list[UserInput],
+                     thread_id: str | None = None) -> dict[str, str]:
+        """A turn in `thread_id` (a chat the client shows), else in the editor's thread for
+        `root`."""
         runtime = self.server.runtime
         assert runtime is not None  # commands are served only after initialize
         try:
-            thread_id = self._threads.get(root)
-            session = (await self._session(thread_id) if thread_id else
-                       await runtime.start_thread(root))
-            self._threads[root] = session.thread.id
+            if thread_id is not None:
+                session = await self._session(thread_id)
+            else:
+                known = self._threads.get(root)
+                session = (await self._session(known) if known else
+                           await runtime.start_thread(root))
+                self._threads[root] = session.thread.id
             self.server.link.follow(session, session.log.seq)
             turn = await session.start_turn(request)
         except SessionError as exc:
             raise session_error(exc) from None
-        self.server.feedback.announce.add(turn.id)
+        if not self.server.speaks_protocol:  # a protocol client shows the answer itself
+            self.server.feedback.announce.add(turn.id)
         return {"thread_id": session.thread.id, "turn_id": turn.id}
 
     async def _session(self, thread_id: str) -> ThreadSession:
@@ -175,6 +184,13 @@ class EditorCommands:
         if not uri.startswith("file:"):
             raise JsonRpcInvalidParams(f"{uri} is not a file")
         return document
+
+
+def _thread_id(raw: dict[str, Any]) -> str | None:
+    thread_id = raw.get("thread_id")
+    if thread_id is not None and not isinstance(thread_id, str):
+        raise JsonRpcInvalidParams("thread_id must be a string")
+    return thread_id
 
 
 def _structure(value: Any, kind: type) -> Any:

@@ -10,8 +10,10 @@ can be revealed with `window/showDocument` without taking focus.
 """
 
 import asyncio
+import contextlib
 import difflib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -33,14 +35,18 @@ class EditorWriter:
     """A `Writer` (agent.tools.workspace) that goes through the editor where it can."""
 
     def __init__(self, server: LanguageServer, documents: OpenDocuments,
-                 settings: LspSettings) -> None:
+                 settings: LspSettings, *, client_shows_changes: Callable[[], bool]) -> None:
+        """`client_shows_changes`: the client renders the agent's changes itself (it speaks
+        the protocol), so revealing each file is left to an explicit setting."""
         self.server = server
         self.documents = documents
         self.settings = settings
+        self.client_shows_changes = client_shows_changes
         self.disk = DiskWriter()
 
     async def write(self, path: Path, data: bytes) -> None:
         document = self.documents.document(path)
+        version = document.version if document is not None else None
         refused = None
         if document is not None and self.settings.apply_edits:
             refused = await self._apply(document, path, data)
@@ -48,6 +54,8 @@ class EditorWriter:
                 await self._reveal(path)
                 return
         await self.disk.write(path, data)
+        if document is not None:
+            self._expect_written(path, version, data)
         if refused is not None:
             self._tell(lsp.MessageType.Warning,
                        f"opencomposer wrote {path.name} to disk: the editor did not take the "
@@ -97,10 +105,21 @@ class EditorWriter:
         self.documents.expect(path, version, text)
         return None
 
+    def _expect_written(self, path: Path, version: int | None, data: bytes) -> None:
+        """An open file written to disk: its buffer does not hold the change. Until the editor
+        changes the document past `version` (a reload, or the user's typing, which then wins)
+        the agent reads what it wrote, not the stale buffer, so that its next edit does not
+        undo this one."""
+        with contextlib.suppress(BinaryFile):
+            self.documents.expect(path, version, decode(data).text)
+
     # ------------------------------------------------------------------ telling the user
 
     async def _reveal(self, path: Path) -> None:
-        if not (self.settings.reveal_edits and _supports_show_document(self.server)):
+        reveal = self.settings.reveal_edits
+        if reveal is None:
+            reveal = not self.client_shows_changes()
+        if not (reveal and _supports_show_document(self.server)):
             return
         params = lsp.ShowDocumentParams(uri=path.as_uri(), take_focus=False)
         try:

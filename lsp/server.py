@@ -9,17 +9,26 @@ approvals as message requests. Inline completion comes from the same engine.
 The handlers here translate; the agent's behaviour lives in `opencomposer.agent`.
 """
 
+import asyncio
 import hmac
 import json
 import logging
+import sys
+import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
 from pydantic import ValidationError
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerNotInitialized
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -46,25 +55,57 @@ log = logging.getLogger(__name__)
 METHOD_PREFIX = "opencomposer/"
 
 
+class UnreadableMessage(JsonRpcException):
+    """A message pygls could not structure, with whom to answer: the exception reaches
+    `report_server_error` without the message."""
+
+    def __init__(self, error: JsonRpcException, data: dict[str, Any]) -> None:
+        super().__init__(error.message, error.code)
+        self.msg_id = data.get("id") if "method" in data else None
+        """The request's id; None for a reply that cannot be read (its id is the server's)."""
+
+        self.answered = "id" in data or "method" not in data
+        """False for a notification: JSON-RPC never answers those, not even with an error."""
+
+
 class GuardedProtocol(LanguageServerProtocol):
     """pygls' protocol with the checks an editor-facing server needs: no request is served
-    before `initialize` succeeded (LSP's ServerNotInitialized), and a reply to a server request
-    whose waiter is gone (cancelled: an interrupted turn) is dropped instead of raising
+    before `initialize` succeeded (LSP's ServerNotInitialized), nor a second `initialize`, and a
+    request after `shutdown` is refused (InvalidRequest) where pygls would leave it unanswered;
+    a request whose params do not fit is answered with its own id; and a reply to a server
+    request whose waiter is gone (cancelled: an interrupted turn) is dropped instead of raising
     `InvalidStateError` in the reader loop (pygls#621)."""
 
     def handle_message(self, message: Any) -> None:
         server = self._server
         method = getattr(message, "method", None)
+        msg_id = getattr(message, "id", None)
         ready = isinstance(server, OpenComposerServer) and server.ready
         if method is not None and not ready and method not in (lsp.INITIALIZE, lsp.EXIT):
-            if getattr(message, "id", None) is not None:
+            if msg_id is not None:
                 error = JsonRpcServerNotInitialized(f"{method} before initialize")
-                self._send_response(message.id, error=error.to_response_error())
+                self._send_response(msg_id, error=error.to_response_error())
             return  # notifications before initialize are dropped, as the spec says
+        if method is not None and method != lsp.EXIT and self._shutdown and msg_id is not None:
+            error = JsonRpcInvalidRequest(f"{method} after shutdown")
+            self._send_response(msg_id, error=error.to_response_error())
+            return
         super().handle_message(message)
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcInvalidParams as exc:
+            raise UnreadableMessage(exc, data) from exc
+        except JsonRpcException as exc:  # pygls calls a malformed envelope an internal error
+            raise UnreadableMessage(JsonRpcInvalidRequest(), data) from exc
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams) -> Generator[Any, Any, Any]:
+        if isinstance(self._server, OpenComposerServer) and self._server.ready:
+            # pygls would replace the workspace (the open documents), and a second runtime
+            # would orphan the first one's turns.
+            raise JsonRpcInvalidRequest("initialize was already sent")
         result = yield from super().lsp_initialize(params)
         result.capabilities.experimental = protocol_capabilities()
         return result
@@ -122,9 +163,9 @@ class OpenComposerServer(LanguageServer):
         return [*self.folders(), *self.settings.server.workspace_roots]
 
     def _workspace_for(self, root: Path) -> AgentWorkspace:
-        return AgentWorkspace(root, writer=EditorWriter(self, self.documents,
-                                                        self.lsp_settings),
-                              overlay=self.documents)
+        writer = EditorWriter(self, self.documents, self.lsp_settings,
+                              client_shows_changes=lambda: self.speaks_protocol)
+        return AgentWorkspace(root, writer=writer, overlay=self.documents)
 
     def _initialize(self, params: lsp.InitializeParams) -> None:
         options = params.initialization_options or {}
@@ -136,7 +177,9 @@ class OpenComposerServer(LanguageServer):
                                    code=REQUEST_FAILED, data={"kind": "unauthorized"})
         self.apply_options(options)
         experimental = params.capabilities.experimental
-        if isinstance(experimental, dict) and experimental.get("opencomposer"):
+        declared = experimental.get("opencomposer") if isinstance(experimental, dict) else None
+        # Any value but false or null declares it: `{}` (Lua's empty table, `[]`) too.
+        if declared is not None and declared is not False:
             self.speaks_protocol = True
         engine = self._engine_factory()
         self.runtime = AgentRuntime(self.settings, engine,
@@ -172,6 +215,63 @@ class OpenComposerServer(LanguageServer):
         if self.runtime is not None:
             runtime, self.runtime = self.runtime, None
             await runtime.close()
+
+    # ------------------------------------------------------------------ transports
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve one client over stdio until it exits or goes away."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        try:
+            asyncio.run(self._serve(reader))
+        except BrokenPipeError:
+            log.warning("the connection to the client is lost")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one client over TCP. The listener closes once it connects: connections would
+        share this server, and one opened after the first would be served without a token."""
+        self._stop_event = threading.Event()
+
+        async def serve() -> None:
+            ended = asyncio.Event()
+
+            async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+                              ) -> None:
+                if self.protocol.writer is not None:  # accepted before the listener closed
+                    writer.close()
+                    return
+                listener.close()
+                self.protocol.set_writer(writer)  # type: ignore[arg-type]
+                try:
+                    await self._serve(reader)
+                finally:
+                    writer.close()
+                    ended.set()
+
+            listener = await asyncio.start_server(connect, host, port)
+            await ended.wait()
+
+        try:
+            asyncio.run(serve())
+        finally:
+            self.shutdown()
+
+    async def _serve(self, reader: Any) -> None:
+        """pygls' message loop, then the runtime closed while the loop still runs. The loop
+        ends at `exit` or when the client goes away without `shutdown` (the editor died), and
+        asyncio.run's teardown would then cancel every task at once: turns end interrupted
+        on their own, but a background job whose supervisor is cancelled first is left
+        running (the fallback sandbox starts jobs in sessions of their own)."""
+        try:
+            await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
+                            logger=log, error_handler=self.report_server_error)
+        finally:
+            await self.close()
 
     # ------------------------------------------------------------------ features
 
@@ -240,6 +340,9 @@ class OpenComposerServer(LanguageServer):
             if method == "thread/start":
                 session = await self.api.session(result["thread"]["id"])
                 self.link.follow(session, 0)
+            elif method == "thread/subscribe":
+                session = await self.api.session(payload["thread_id"])
+                self.link.follow(session, payload.get("after_seq", 0), restart=True)
             return result
 
         handle.__name__ = f"opencomposer_{method.replace('/', '_')}"
@@ -269,14 +372,15 @@ class OpenComposerServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A message that could not be read (malformed JSON, params of the wrong shape) gets
-        the JSON-RPC error it deserves, with a null id as the spec says when the id is
-        unknown; handler failures were already answered by pygls."""
-        if source is JsonRpcException:
+        the JSON-RPC error it deserves: with the request's id when it has one, else with a
+        null id as the spec says (pygls would leave `id` out); a notification gets none.
+        Handler failures were already answered by pygls."""
+        if source is JsonRpcException and getattr(error, "answered", True):
             code = -32700 if isinstance(error, json.JSONDecodeError) else \
                 getattr(error, "code", -32600)
             message = f"cannot read the message: {error}"
-            self.protocol._send_response(
-                None, error=lsp.ResponseError(code=code, message=message))  # type: ignore[arg-type]
+            self.protocol._send_data({"jsonrpc": "2.0", "id": getattr(error, "msg_id", None),
+                                      "error": {"code": code, "message": message}})
         log.warning("LSP error", extra={"error": repr(error), "source": getattr(source, "__name__",
                                                                                    str(source))})
 

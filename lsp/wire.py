@@ -3,9 +3,13 @@ agent's errors as JSON-RPC errors."""
 
 from typing import Any
 
+import attrs
+from lsprotocol import converters
 from pygls.exceptions import JsonRpcException
 
 from opencomposer.agent.session import SessionError
+
+_CONVERTER = converters.get_converter()
 
 REQUEST_FAILED = -32803
 """LSP's RequestFailed: the request was valid but could not be served."""
@@ -26,6 +30,8 @@ def plain_json(value: Any) -> Any:
         return [plain_json(inner) for inner in value]
     if hasattr(value, "_asdict"):
         return plain_json(value._asdict())
+    if attrs.has(type(value)):  # lsprotocol's types (slotted: no __dict__)
+        return _CONVERTER.unstructure(value)
     return plain_json(vars(value))
 
 

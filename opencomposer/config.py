@@ -237,9 +237,10 @@ class LspSettings(Section):
     land in the buffer (undo, unsaved state and formatters work); files not open, and edits
     the editor refuses, are written to disk."""
 
-    reveal_edits: bool = True
+    reveal_edits: bool | None = None
     """Ask the editor to show each file the agent changes (`window/showDocument`, without
-    taking focus), where the editor supports it."""
+    taking focus), where the editor supports it. Unset: only for editors without an
+    opencomposer client, which shows the changes in its chat instead."""
 
 
 class LoggingSettings(Section):

@@ -11,7 +11,12 @@ from pydantic import Field
 
 from opencomposer.agent.protocol.common import ApprovalPolicy, ProtocolModel
 from opencomposer.agent.protocol.events import Event
-from opencomposer.agent.protocol.items import ApprovalDecision, ApprovalRequestItem, UserInput
+from opencomposer.agent.protocol.items import (
+    ApprovalDecision,
+    ApprovalRequestItem,
+    FileChange,
+    UserInput,
+)
 from opencomposer.agent.protocol.threads import Thread, Turn, TurnWithItems
 
 
@@ -41,6 +46,9 @@ class ThreadListParams(ProtocolModel):
     limit: int = Field(default=50, ge=1, le=500)
     """Largest number of threads to return."""
 
+    workspace: str | None = None
+    """Only threads bound to this workspace folder (absolute path)."""
+
 
 class ThreadListResponse(ProtocolModel):
     data: list[Thread]
@@ -61,6 +69,43 @@ class ThreadReadResponse(ProtocolModel):
 
     turns: list[TurnWithItems]
     """Its turns in order, each with its items."""
+
+    last_seq: int = Field(default=0, ge=0)
+    """`seq` of the thread's last event when it was read: subscribe after it to follow the
+    thread live from this snapshot."""
+
+
+class ThreadSubscribeParams(ProtocolModel):
+    thread_id: str
+    """The thread to follow."""
+
+    after_seq: int = Field(default=0, ge=0)
+    """Send its events with `seq` greater than this, then live ones (0: from the start)."""
+
+
+class ThreadSubscribeResponse(ProtocolModel):
+    last_seq: int = Field(ge=0)
+    """`seq` of the thread's last event when the subscription started."""
+
+
+class ThreadUndoParams(ProtocolModel):
+    thread_id: str
+    """The thread whose edits to undo."""
+
+    scope: Literal["edit", "turn", "thread"] = "turn"
+    """The agent's last edit, a turn's edits (the last turn unless `turn_id`), or all of the
+    thread's."""
+
+    turn_id: str | None = None
+    """With scope `turn`: which turn."""
+
+
+class ThreadUndoResponse(ProtocolModel):
+    restored: list[FileChange]
+    """Files put back, each as the change undoing made."""
+
+    conflicts: list[str]
+    """Files someone changed since the agent wrote them: left as they are."""
 
 
 class ThreadEventsParams(ProtocolModel):
@@ -185,6 +230,12 @@ METHODS: tuple[Method, ...] = (
            ThreadReadResponse, "A thread with its turns and items."),
     Method("thread/events", "client_to_server", "request", ThreadEventsParams,
            ThreadEventsResponse, "Replay a thread's events after a given seq."),
+    Method("thread/subscribe", "client_to_server", "request", ThreadSubscribeParams,
+           ThreadSubscribeResponse, "Follow a thread: its events after a given seq, then live "
+           "ones, as `event` notifications (HTTP: the thread's event stream)."),
+    Method("thread/undo", "client_to_server", "request", ThreadUndoParams,
+           ThreadUndoResponse, "Put back the agent's edits: its last edit, a turn's, or the "
+           "thread's; files changed since are reported, not overwritten."),
     Method("turn/start", "client_to_server", "request", TurnStartParams,
            TurnStartResponse, "Start a turn; its progress streams as events."),
     Method("turn/interrupt", "client_to_server", "request", TurnInterruptParams,

@@ -5,6 +5,7 @@ changes nothing and tells the model why, with the closest real lines. The file's
 byte-order mark and line endings are kept.
 """
 
+import re
 from pathlib import Path
 
 from pydantic import Field, model_validator
@@ -80,6 +81,12 @@ class EditFile(Tool):
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
 
+    def summary(self, args: EditFileArgs) -> str:
+        edits = args.as_edits()
+        first = edits[0]
+        more = f" (+{len(edits) - 1} more)" if len(edits) > 1 else ""
+        return f"edit {args.path}: {_excerpt(first.old_string)} -> {_excerpt(first.new_string)}{more}"
+
     async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
@@ -131,6 +138,14 @@ class ApplyPatch(Tool):
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
 
+    def summary(self, args: ApplyPatchArgs) -> str:
+        """The files the patch names, by what it does to each (read from its headers, so a
+        patch that will not apply still says what it meant to do)."""
+        actions = [f"{m[1].lower()} {m[2].strip()}" for m in _PATCH_HEADER.finditer(args.patch)]
+        actions += [f"diff {m[1].strip()}" for m in _DIFF_HEADER.finditer(args.patch)]
+        return "apply patch: " + (", ".join(actions[:8]) or "(no file headers)") + \
+            (f" and {len(actions) - 8} more" if len(actions) > 8 else "")
+
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
         documents: dict[Path, TextFile] = {}  # decoded once, encoded back in their format
@@ -171,3 +186,15 @@ class ApplyPatch(Tool):
         return ToolResult(text="\n".join([f"Applied patch: {summary}.", *notes]),
                           fields={"changes": changes})
 
+
+_PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
+_DIFF_HEADER = re.compile(r"^\+\+\+ (?:b/)?(.+)$", re.MULTILINE)
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    """A passage as one short quoted line, for an approval prompt."""
+    lines = text.strip("\n").splitlines() or [""]
+    shown = lines[0].strip()
+    if len(shown) > limit:
+        shown = shown[:limit - 1] + "…"
+    return repr(shown) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")

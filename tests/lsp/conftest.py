@@ -10,20 +10,18 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import client_capabilities, make_test_lsp_client
-from support.lsp_editor import PROFILES, SERVER, Editor
+from support.lsp_editor import PROFILES, PROJECT, SERVER, Editor
 
 Launch = Callable[..., Awaitable[Editor]]
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A small project: `src/app.py` (with a typo, and wide characters on its last line) and
-    `src/util.py`."""
+    """The editor's workspace folder, holding `PROJECT`."""
     root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text(
-        'def greet(name):\n    return "hello " + nme\n\n\nprint(greet("wörld 😀"))\n')
-    (root / "src" / "util.py").write_text("def twice(x):\n    return x * 2\n")
+    for name, text in PROJECT.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
     return root.resolve()
 
 
@@ -32,14 +30,17 @@ async def launch(tmp_path: Path, workspace: Path) -> AsyncIterator[Launch]:
     """Start a server and initialize a client against it: `await launch(profile, ...)`.
 
     `speaks_protocol`: the client declares `capabilities.experimental.opencomposer` (it
-    renders events and answers `opencomposer/approval`); `env`: settings for the server, as
-    OPENCOMPOSER_* variables. Servers are shut down after the test."""
+    renders events and answers `opencomposer/approval/request`); `env`: settings for the server, as
+    OPENCOMPOSER_* variables. Servers are shut down after the test, which fails if anything went
+wrong on the client's side."""
     editors: list[Editor] = []
 
     async def start(profile: str = "neovim", *, speaks_protocol: bool = True,
                     env: dict[str, str] | None = None) -> Editor:
         script = tmp_path / f"script-{len(editors)}.json"
-        editor = Editor(make_test_lsp_client(), profile, workspace, script)
+        # Neovim reports an applied edit after answering it (its didChange is debounced).
+        editor = Editor(make_test_lsp_client(), workspace, script,
+                        change_before_answer=profile != "neovim")
         editor.serve()
         # The environment of the test (isolated HOME, no OPENCOMPOSER_* of the developer's).
         server_env = {**os.environ, "OPENCOMPOSER_HOME": str(tmp_path / "data"), **(env or {})}
@@ -48,7 +49,7 @@ async def launch(tmp_path: Path, workspace: Path) -> AsyncIterator[Launch]:
 
         capabilities = client_capabilities(profile)
         if speaks_protocol:
-            capabilities.experimental = {"opencomposer": {}}
+            capabilities.experimental = {"opencomposer": {}}  # an empty object declares it
         result = await editor.client.initialize_session(lsp.InitializeParams(
             capabilities=capabilities, root_uri=workspace.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="project")]))
@@ -60,6 +61,7 @@ async def launch(tmp_path: Path, workspace: Path) -> AsyncIterator[Launch]:
     for editor in editors:
         await editor.client.shutdown_session()
         await editor.client.stop()
+    assert [error for editor in editors for error in editor.errors] == []
 
 
 @pytest.fixture(params=PROFILES)

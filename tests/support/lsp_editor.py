@@ -5,13 +5,17 @@ server's edits, answers approvals and message requests, and collects every event
 """
 
 import asyncio
+import functools
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import attrs
 from lsprotocol import types as lsp
+from lsprotocol.converters import get_converter
 from pytest_lsp import LanguageClient
 
 SERVER = Path(__file__).resolve().parent / "scripted_lsp_server.py"
@@ -21,12 +25,24 @@ PROFILES = ("neovim", "visual_studio_code", "emacs")
 1.65 (no position encodings: UTF-16, versioned document changes, no inline completion) and
 Emacs 29 (UTF-32 first, versioned document changes, no `window/showDocument`)."""
 
+PROJECT = {
+    "src/app.py": 'def greet(name):\n    return "hello " + nme\n\n\nprint(greet("wörld 😀"))\n',
+    "src/util.py": "def twice(x):\n    return x * 2\n",
+}
+"""The files of the `workspace` fixture: a module with a typo and wide characters on its last
+line, and another."""
+
+_LSP = get_converter()
+
 WAIT_SECONDS = 30.0
 """Longest wait for a condition; a passing test waits for milliseconds."""
 
 
 def as_json(value: Any) -> Any:
-    """pygls gives custom methods' params and results as namedtuples; plain JSON instead."""
+    """A value as the JSON it travels as: pygls gives custom methods' params and results as
+    namedtuples, and lsprotocol objects with tuples for arrays."""
+    if attrs.has(type(value)):
+        return as_json(_LSP.unstructure(value))
     if hasattr(value, "_asdict"):
         return as_json(value._asdict())
     if isinstance(value, dict):
@@ -45,12 +61,6 @@ async def until(condition: Callable[[], Any], what: str) -> Any:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
     return value
-
-
-def write_script(path: Path, *replies: dict[str, Any]) -> None:
-    """The scripted model's replies, each `{"text", "reasoning", "calls": [[tool, args]],
-    "delay", "hang_after"}`. The server reads the file when it runs out of replies."""
-    path.write_text(json.dumps(list(replies)))
 
 
 def units(text: str, encoding: str) -> int:
@@ -83,6 +93,7 @@ class Buffer:
                             character=units(before[line_start:], self.encoding))
 
     def offset(self, position: lsp.Position) -> int:
+        """The character offset of an LSP position in the negotiated encoding."""
         lines = self.text.splitlines(keepends=True)
         start = sum(len(line) for line in lines[:position.line])
         line = lines[position.line] if position.line < len(lines) else ""
@@ -105,31 +116,42 @@ class Editor:
     """A pytest-lsp client playing an editor with one workspace folder."""
 
     client: LanguageClient
-    profile: str
     workspace: Path
     script: Path
+    """The scripted model's replies (see `script_replies`)."""
     encoding: str = lsp.PositionEncodingKind.Utf16
     """The position encoding the server chose at `initialize`."""
     initialize_result: lsp.InitializeResult | None = None
     buffers: dict[str, Buffer] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[Exception] = field(default_factory=list)
+    """What went wrong on the client's side: a handler that failed, a message it could not
+    read (pygls would only log them, or answer the server with an error)."""
 
     accept_edits: bool = True
     """Whether `workspace/applyEdit` is applied (or refused)."""
+    change_before_answer: bool = True
+    """Send the `didChange` of an applied edit before answering it (as VS Code does), or
+    after (as Neovim does, debounced): the server must see its edit either way."""
     edits: list[lsp.ApplyWorkspaceEditParams] = field(default_factory=list)
 
-    approval: dict[str, Any] = field(default_factory=lambda: {"decision": "approve"})
-    """The answer to every `opencomposer/approval` request."""
+    approval: dict[str, Any] | None = field(default_factory=lambda: {"decision": "approve"})
+    """The answer to every `opencomposer/approval/request` request (None: never answer)."""
     approvals: list[dict[str, Any]] = field(default_factory=list)
+    withdrawn: list[dict[str, Any]] = field(default_factory=list)
+    """Approval requests the server cancelled before they were answered."""
 
-    message_choice: str | None = "Approve"
-    """The button picked for every `window/showMessageRequest` (None: dismissed)."""
+    message_choice: str = "Approve"
+    """The button picked for every `window/showMessageRequest`."""
     message_requests: list[lsp.ShowMessageRequestParams] = field(default_factory=list)
 
     # ------------------------------------------------------------------ documents
 
     def script_replies(self, *replies: dict[str, Any]) -> None:
-        write_script(self.script, *replies)
+        """What the model answers, each reply `{"text", "reasoning", "calls": [[tool, args]],
+        "delay", "hang_after"}`. The server reads them when it has used up the previous ones
+        (the first time, at the first model call)."""
+        self.script.write_text(json.dumps(list(replies)))
 
     def open(self, relative: str, language: str = "python") -> Buffer:
         path = (self.workspace / relative).resolve()
@@ -146,6 +168,7 @@ class Editor:
         self._changed(buffer, [buffer.replace(start, start + len(old), new)])
 
     def save(self, buffer: Buffer) -> None:
+        """The user saves: the buffer goes to disk."""
         buffer.path.write_text(buffer.text)
         self.client.text_document_did_save(lsp.DidSaveTextDocumentParams(
             text_document=lsp.TextDocumentIdentifier(uri=buffer.uri)))
@@ -159,8 +182,8 @@ class Editor:
             content_changes=changes))
 
     def apply_edit(self, params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
-        """`workspace/applyEdit`: apply to the buffers, then report the change with
-        `didChange` (sent after the answer, as Neovim does)."""
+        """`workspace/applyEdit`: apply to the buffers and report the change with `didChange`
+        (before or after the answer, see `change_before_answer`)."""
         self.edits.append(params)
         if not self.accept_edits:
             return lsp.ApplyWorkspaceEditResult(applied=False,
@@ -173,20 +196,29 @@ class Editor:
                              reverse=True)
             changes = [buffer.replace(buffer.offset(e.range.start), buffer.offset(e.range.end),
                                       e.new_text) for e in ordered]
-            asyncio.get_running_loop().call_soon(self._changed, buffer, changes)
+            if self.change_before_answer:
+                self._changed(buffer, changes)
+            else:  # the answer goes out when this returns; the change right after it
+                asyncio.get_running_loop().call_soon(self._changed, buffer, changes)
         return lsp.ApplyWorkspaceEditResult(applied=True)
 
-    def answer_approval(self, params: Any) -> dict[str, Any]:
-        """`opencomposer/approval`."""
+    async def answer_approval(self, params: Any) -> dict[str, Any]:
+        """`opencomposer/approval/request`: `approval`, or (None) no answer until the server
+        withdraws the question, which `withdrawn` records."""
         self.approvals.append(as_json(params))
-        return self.approval
+        if self.approval is not None:
+            return self.approval
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.withdrawn.append(as_json(params))
+            raise
+        raise AssertionError("unreachable: the wait ends only by cancellation")
 
     def answer_message_request(self, params: lsp.ShowMessageRequestParams
-                               ) -> lsp.MessageActionItem | None:
+                               ) -> lsp.MessageActionItem:
         """`window/showMessageRequest`: the button `message_choice`."""
         self.message_requests.append(params)
-        if self.message_choice is None:
-            return None
         return lsp.MessageActionItem(title=self.message_choice)
 
     def record_event(self, params: Any) -> None:
@@ -194,16 +226,27 @@ class Editor:
         self.events.append(as_json(params))
 
     def serve(self) -> None:
-        """Register the editor's handlers of the server's requests and notifications."""
+        """Register the editor's handlers of the server's requests and notifications, and
+        record the client's errors (before it starts: its reader takes the handler then)."""
         handlers: dict[str, Callable[[Any], Any]] = {
             "opencomposer/event": self.record_event,
-            "opencomposer/approval": self.answer_approval,
+            "opencomposer/approval/request": self.answer_approval,
             lsp.WORKSPACE_APPLY_EDIT: self.apply_edit,
             lsp.WINDOW_SHOW_MESSAGE_REQUEST: self.answer_message_request,
         }
         for method, handler in handlers.items():
             # pygls marks its handlers with attributes, which a bound method cannot take.
-            self.client.feature(method)(lambda params, handler=handler: handler(params))
+            self.client.feature(method)(_plain_handler(handler))
+        report = self.client.report_server_error
+
+        def record(error: Exception, source: Any) -> None:
+            self.errors.append(error)
+            report(error, source)
+
+        self.client.report_server_error = record  # type: ignore[method-assign]
+        converter = self.client.protocol._converter
+        converter.register_structure_hook(lsp.Command | lsp.CodeAction, functools.partial(
+            _command_or_code_action, converter))
 
     # ------------------------------------------------------------------ the agent protocol
 
@@ -233,6 +276,24 @@ class Editor:
         """Items of a type, as carried by their `item.completed` (or other) events."""
         return [e["item"] for e in self.events
                 if e["type"] == event and e["item"]["type"] == kind]
+
+
+def _plain_handler(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """pygls marks its handlers with attributes, which a bound method cannot take; and it
+    awaits a handler only if the function itself is a coroutine function."""
+    if inspect.iscoroutinefunction(handler):
+        async def run_async(params: Any) -> Any:
+            return await handler(params)
+        return run_async
+    return lambda params: handler(params)
+
+
+def _command_or_code_action(converter: Any, value: dict[str, Any], _: Any
+                            ) -> lsp.Command | lsp.CodeAction:
+    """lsprotocol (2025.0.0) reads any code action with a `command` as a Command, turning the
+    CodeAction's command object into a string: a Command's `command` is the string."""
+    kind = lsp.Command if isinstance(value.get("command"), str) else lsp.CodeAction
+    return converter.structure(value, kind)
 
 
 def text_edits(edit: lsp.WorkspaceEdit) -> list[tuple[str, list[lsp.TextEdit]]]:

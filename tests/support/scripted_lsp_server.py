@@ -1,10 +1,12 @@
 """`opencomposer lsp` with a scripted model, for end-to-end tests with real LSP clients
-(pytest-lsp, Neovim). Run as `python tests/support/scripted_lsp_server.py SCRIPT`.
+(pytest-lsp, Neovim). Run as `python tests/support/scripted_lsp_server.py SCRIPT [REQUESTS]`.
 
 SCRIPT is a JSON file read when the model is first asked (so a test may write it after the
 client started the server): a list of replies, each `{"text", "reasoning", "calls": [[tool,
 arguments], ...], "delay", "hang_after"}`. Settings come from the environment as for the real
-command (OPENCOMPOSER_HOME, OPENCOMPOSER_AGENT__APPROVAL__..., etc.).
+command (OPENCOMPOSER_HOME, OPENCOMPOSER_AGENT__APPROVAL__..., etc.). Each request the model
+gets is appended to REQUESTS, when given, as a line of JSON (a `GenerationRequest`): what the
+engine saw, for a test in another process to compare.
 """
 
 import json
@@ -23,11 +25,15 @@ from support.scripted_engine import Reply, ScriptedEngine
 class FileScriptedEngine(ScriptedEngine):
     """A scripted engine whose replies are (re)read from a file when it runs out of them."""
 
-    def __init__(self, script: Path) -> None:
+    def __init__(self, script: Path, requests_log: Path | None = None) -> None:
         super().__init__([])
         self.script = script
+        self.requests_log = requests_log
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+        if self.requests_log is not None:
+            with self.requests_log.open("a") as log:
+                log.write(request.model_dump_json() + "\n")
         if self._next >= len(self.replies) and self.script.is_file():
             self.replies = [Reply(text=r.get("text", ""), reasoning=r.get("reasoning", ""),
                                   calls=[tuple(c) for c in r.get("calls", [])],
@@ -40,7 +46,8 @@ class FileScriptedEngine(ScriptedEngine):
 
 def main() -> None:
     settings = load_settings().settings
-    engine = FileScriptedEngine(Path(sys.argv[1]))
+    requests_log = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    engine = FileScriptedEngine(Path(sys.argv[1]), requests_log)
     OpenComposerServer(settings, lambda: engine).start_io()
 
 

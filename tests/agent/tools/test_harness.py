@@ -75,7 +75,15 @@ async def test_prepare_classifies_before_running(harness):
     write = harness.prepare("write_file", {"path": "x", "content": "y"})
     assert (read.action_class, write.action_class) == (ActionClass.read_only,
                                                        ActionClass.writes_workspace)
-    assert write.summary == 'write_file {"path": "x", "content": "y"}'
+    assert read.summary == 'read_file {"path": "x"}'  # the default: the call itself
+    assert write.summary == "write x (1 line)"
+    edit = harness.prepare("edit_file", {"path": "a.py", "old_string": "x = 1\ny = 2",
+                                         "new_string": "x = 3"})
+    assert edit.summary == "edit a.py: 'x = 1' (+1 lines) -> 'x = 3'"
+    patch = harness.prepare("apply_patch", {"patch": "*** Begin Patch\n*** Update File: a.py\n"
+                                                     "@@\n-x\n+y\n*** Delete File: b.py\n"
+                                                     "*** End Patch\n"})
+    assert patch.summary == "apply patch: update a.py, delete b.py"
 
 
 async def write(harness, path: str, content: str, turn: str, call: str) -> None:

@@ -229,6 +229,52 @@ async def test_steer_adds_input_to_the_running_turn(serve, workspace: Path) -> N
             assert engine.requests[1].messages[-1].content == "answer in French"
 
 
+async def test_input_steered_into_a_turn_that_ends_is_kept(serve, workspace: Path) -> None:
+    with serve([Reply(text="never finishes", hang_after=2), Reply(text="Bonjour")]) as (
+            url, engine):
+        async with client(url) as http:
+            thread_id = await new_thread(http, workspace)
+            steered = []
+
+            async def steer_then_interrupt(frame: Frame) -> None:
+                if frame.event == "item.delta" and not steered:
+                    turn_id = frame.data["turn_id"]
+                    response = await http.post(f"/v1/threads/{thread_id}/turns/{turn_id}/steer",
+                                               json={"input": text("answer in French")})
+                    steered.append(response.json()["item_id"])
+                    await http.post(f"/v1/threads/{thread_id}/turns/{turn_id}/interrupt")
+
+            received = await run_turn(http, thread_id, "hi", steer_then_interrupt)
+            assert received[-1].data["turn"]["status"] == "interrupted"
+            steer = next(i for i in completed_items(received) if i["id"] == steered[0])
+            assert steer["type"] == "user_message" and steer["steer"]
+            # The next turn's prompt carries it, before the new request.
+            await run_turn(http, thread_id, "again")
+            contents = [m.content for m in engine.requests[1].messages if m.role == "user"]
+            assert "answer in French" in contents[-2] and contents[-1].startswith("again")
+
+
+async def test_undo_puts_back_a_turns_edits_and_read_says_where_the_log_is(
+        serve, workspace: Path) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    replies = [Reply(calls=[call("edit_file", path="a.py", old_string="x = 1",
+                                 new_string="x = 2")]), Reply(text="done")]
+    with serve(replies) as (url, _engine):
+        async with client(url) as http:
+            thread_id = await new_thread(http, workspace)
+            received = await run_turn(http, thread_id, "change x")
+            read = (await http.get(f"/v1/threads/{thread_id}")).json()
+            assert read["last_seq"] == received[-1].id
+            assert (workspace / "a.py").read_text() == "x = 2\n"
+            undone = await http.post(f"/v1/threads/{thread_id}/undo", json={"scope": "turn"})
+            assert undone.status_code == 200, undone.text
+            assert [c["path"] for c in undone.json()["restored"]] == ["a.py"]
+            assert undone.json()["conflicts"] == []
+            assert (workspace / "a.py").read_text() == "x = 1\n"
+            missing = await http.post("/v1/threads/thr_nope/undo", json={})
+            assert missing.status_code == 404
+
+
 async def test_an_approval_is_answered_over_http(serve, workspace: Path) -> None:
     replies = [Reply(calls=[call("write_file", path="new.txt", content="hello")]),
                Reply(text="written")]

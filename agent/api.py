@@ -41,14 +41,23 @@ from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.tools.errors import ToolError
 
 
+def resolved_folder(path: str) -> Path:
+    """`path` made absolute with symlinks resolved, as threads record their workspace."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (ValueError, OSError, RuntimeError) as exc:
+        # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
+        raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
+                           kind="invalid_request") from None
+
+
 def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
     """The resolved folder `path` names, if it lies inside one of `roots`: a client must not
     be able to point the agent at any folder the server's user can reach."""
+    workspace = resolved_folder(path)
     try:
-        workspace = Path(path).expanduser().resolve()
         is_dir = workspace.is_dir()
-    except (ValueError, OSError, RuntimeError) as exc:
-        # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
+    except OSError as exc:
         raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
                            kind="invalid_request") from None
     if not any(workspace.is_relative_to(root.expanduser().resolve()) for root in roots):
@@ -101,8 +110,9 @@ class AgentAPI:
         return ThreadStartResponse(thread=session.thread)
 
     async def thread_list(self, params: ThreadListParams) -> ThreadListResponse:
-        threads, next_cursor = self.runtime.list_threads(params.limit, params.cursor,
-                                                         params.workspace)
+        # Threads record their folder resolved; a client may name it through a symlink.
+        workspace = str(resolved_folder(params.workspace)) if params.workspace else None
+        threads, next_cursor = self.runtime.list_threads(params.limit, params.cursor, workspace)
         return ThreadListResponse(data=threads, next_cursor=next_cursor)
 
     async def thread_read(self, params: ThreadReadParams) -> ThreadReadResponse:

@@ -311,11 +311,16 @@ class ThreadSession:
         finally:
             self._approvals.pop(item.id, None)
 
+    def awaits_approval(self, item_id: str) -> bool:
+        """Whether the approval request is still waiting for an answer (a client replaying
+        the log must not ask again about one decided long ago)."""
+        future = self._approvals.get(item_id)
+        return future is not None and not future.done()
+
     def respond_approval(self, item_id: str, decision: ApprovalDecision,
                          message: str | None = None) -> ApprovalRequestItem:
         """A client's answer to a pending approval request."""
-        future = self._approvals.get(item_id)
-        if future is None or future.done():
+        if not self.awaits_approval(item_id):
             raise SessionError(f"no approval request {item_id} is waiting for an answer",
                                kind="not_found")
         self._decide(item_id, decision, "client", message)

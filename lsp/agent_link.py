@@ -84,7 +84,10 @@ class AgentLink:
                     self.server.protocol.notify(EVENT_METHOD, event.model_dump(mode="json"))
                 if (isinstance(event, ItemStartedEvent)
                         and isinstance(event.item, ApprovalRequestItem)
-                        and event.item.decision is None):
+                        and event.item.id not in self._pending
+                        and session.awaits_approval(event.item.id)):
+                    # Asked once per connection, and only while it waits: a replay of the
+                    # log (a client subscribing again) passes decided ones by.
                     self._ask(session, event.item)
                 elif (isinstance(event, ItemCompletedEvent)
                         and event.item.id in self._pending):

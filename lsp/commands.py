@@ -98,9 +98,10 @@ class EditorCommands:
                                        "`text` and optionally `uri` and `range`")
         document = self._document(raw["uri"]) if isinstance(raw.get("uri"), str) else None
         selection = _structure(raw.get("range"), lsp.Range) if raw.get("range") else None
-        root = self.root_of(document)
+        thread_id = _thread_id(raw)
+        root = await self._root(document, thread_id)
         return await self._start(root, question_request(raw["text"], document, root, selection),
-                                 _thread_id(raw))
+                                 thread_id)
 
     def _action(self, action: Action) -> Callable[..., Awaitable[dict[str, str]]]:
         async def run(*arguments: Any) -> dict[str, str]:
@@ -111,9 +112,10 @@ class EditorCommands:
             document = self._document(raw["uri"])
             selection = _structure(raw.get("range"), lsp.Range)
             diagnostics = [_structure(d, lsp.Diagnostic) for d in raw.get("diagnostics") or []]
-            root = self.root_of(document)
+            thread_id = _thread_id(raw)
+            root = await self._root(document, thread_id)
             return await self._start(root, action_request(action, document, root, selection,
-                                                          diagnostics), _thread_id(raw))
+                                                          diagnostics), thread_id)
         return run
 
     async def stop(self, *arguments: Any) -> dict[str, list[str]]:
@@ -152,6 +154,16 @@ class EditorCommands:
             raise JsonRpcInvalidParams("open a folder first: opencomposer works in the "
                                        "editor's workspace folders")
         return folders[0]
+
+    async def _root(self, document: TextDocument | None, thread_id: str | None) -> Path:
+        """The folder file references are relative to: the named thread's workspace, else
+        the document's folder."""
+        if thread_id is None:
+            return self.root_of(document)
+        try:
+            return Path((await self._session(thread_id)).thread.workspace)
+        except SessionError as exc:
+            raise session_error(exc) from None
 
     async def _start(self, root: Path, request: list[UserInput],
                      thread_id: str | None = None) -> dict[str, str]:

@@ -85,7 +85,8 @@ class EditFile(Tool):
         edits = args.as_edits()
         first = edits[0]
         more = f" (+{len(edits) - 1} more)" if len(edits) > 1 else ""
-        return f"edit {args.path}: {_excerpt(first.old_string)} -> {_excerpt(first.new_string)}{more}"
+        change = f"{_excerpt(first.old_string)} -> {_excerpt(first.new_string)}"
+        return f"edit {args.path}: {change}{more}"
 
     async def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace

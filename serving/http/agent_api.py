@@ -31,6 +31,7 @@ from opencomposer.agent.protocol.items import ApprovalDecision, UserInput
 from opencomposer.agent.protocol.methods import (
     ApprovalRespondResponse,
     ThreadEventsResponse,
+    ThreadListParams,
     ThreadListResponse,
     ThreadReadParams,
     ThreadReadResponse,
@@ -120,6 +121,13 @@ async def thread_session(thread_id: str, runtime: Runtime) -> ThreadSession:
 Session = Annotated[ThreadSession, Depends(thread_session)]
 
 
+def agent_methods(runtime: Runtime) -> AgentAPI:
+    return AgentAPI(runtime, lambda: runtime.settings.server.workspace_roots)
+
+
+Methods = Annotated[AgentAPI, Depends(agent_methods)]
+
+
 def require_thread(runtime: AgentRuntime, thread_id: str) -> None:
     """An unknown thread is a 404, not an empty answer."""
     if runtime.store.thread(thread_id) is None:
@@ -140,18 +148,13 @@ async def start_thread(params: ThreadStartParams, runtime: Runtime) -> ThreadSta
 
 
 @router.get("/threads")
-async def list_threads(runtime: Runtime, cursor: str | None = None,
+async def list_threads(methods: Methods, cursor: str | None = None,
                        limit: Annotated[int, Query(ge=1, le=500)] = 50,
                        workspace: str | None = None) -> ThreadListResponse:
-    threads, next_cursor = runtime.list_threads(limit, cursor, workspace)
-    return ThreadListResponse(data=threads, next_cursor=next_cursor)
+    return await methods.thread_list(ThreadListParams(cursor=cursor, limit=limit,
+                                                      workspace=workspace))
 
 
-def agent_methods(runtime: Runtime) -> AgentAPI:
-    return AgentAPI(runtime, lambda: runtime.settings.server.workspace_roots)
-
-
-Methods = Annotated[AgentAPI, Depends(agent_methods)]
 
 
 @router.get("/threads/{thread_id}")

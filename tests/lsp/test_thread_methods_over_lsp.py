@@ -92,3 +92,35 @@ async def test_a_command_runs_in_the_chat_thread_it_names(launch):
     assert turn["status"] == "completed"
     # A client that shows the chat gets no message box repeating the answer.
     assert editor.client.messages == []
+
+
+async def test_subscribing_again_asks_a_waiting_approval_once(launch, workspace):
+    editor = await launch("neovim", env=ASK_FOR_WRITES)
+    editor.approval = None  # the user is thinking about it
+    editor.script_replies({"calls": [DOUBLE_BY_ADDING]}, {"text": "Done."})
+    thread_id = await editor.start_thread()
+    turn_id = await editor.start_turn(thread_id, "Add instead")
+    await until(lambda: editor.approvals, "the approval request")
+
+    # Another view of the thread replays its log from the start.
+    await editor.request("thread/subscribe", {"thread_id": thread_id, "after_seq": 0})
+    await until(lambda: sum(e["type"] == "turn.started" for e in editor.events) == 2,
+                "the replay to pass the turn's start")
+    await editor.request("turn/interrupt", {"thread_id": thread_id, "turn_id": turn_id})
+    await editor.turn_completed(turn_id)
+
+    assert len(editor.approvals) == 1  # not asked again by the replay
+    assert len(editor.withdrawn) == 1
+
+
+async def test_threads_are_listed_by_workspace_through_a_symlink(launch, workspace, tmp_path):
+    editor = await launch("neovim")
+    thread_id = await editor.start_thread()
+    link = tmp_path / "link-to-project"
+    link.symlink_to(workspace)
+
+    listed = await editor.request("thread/list", {"workspace": str(link)})
+    elsewhere = await editor.request("thread/list", {"workspace": str(tmp_path)})
+
+    assert [t["id"] for t in listed["data"]] == [thread_id]
+    assert elsewhere["data"] == []

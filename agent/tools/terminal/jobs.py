@@ -350,6 +350,10 @@ class JobManager:
             _signal(process, signal.SIGKILL)
             await asyncio.wait(readers, timeout=DRAIN_TIMEOUT)
         finally:
+            if process.returncode is None:
+                # The supervisor itself was cancelled (the event loop is closing): nobody is
+                # left to stop the command, so it goes with its supervisor.
+                _signal(process, signal.SIGKILL)
             for reader in readers:
                 reader.cancel()
             job.ended = asyncio.get_running_loop().time()

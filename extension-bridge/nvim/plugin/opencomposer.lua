@@ -1,4 +1,4 @@
--- :OpenComposer {ask|fix|explain|stop|threads}. The plugin starts nothing until
+-- :OpenComposer {ask|fix|explain|tests|undo|stop|threads}. The plugin starts nothing until
 -- require('opencomposer').setup() is called.
 if vim.g.loaded_opencomposer then
   return
@@ -10,7 +10,7 @@ vim.api.nvim_create_user_command('OpenComposer', function(opts)
 end, {
   nargs = '+',
   range = true,
-  desc = 'opencomposer: ask, fix, explain, stop, threads',
+  desc = 'opencomposer: ask, fix, explain, tests, undo, stop, threads',
   complete = function(arglead, cmdline)
     return require('opencomposer.commands').complete(arglead, cmdline)
   end,

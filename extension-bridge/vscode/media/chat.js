@@ -88,8 +88,10 @@
       button.closest('.buttons')?.querySelectorAll('button').forEach((b) => { b.disabled = true; });
     } else if (data.action === 'openFile') {
       vscode.postMessage({ type: 'openFile', path: data.path, lines: data.lines });
-    } else if (data.action === 'openDiff' || data.action === 'revert') {
-      vscode.postMessage({ type: data.action, itemId: data.item, index: Number(data.index) });
+    } else if (data.action === 'openDiff') {
+      vscode.postMessage({ type: 'openDiff', itemId: data.item, index: Number(data.index) });
+    } else if (data.action === 'revertTurn') {
+      vscode.postMessage({ type: 'revertTurn', turnId: data.turn });
     }
   });
 

@@ -3,18 +3,20 @@
  *
  * The webview sends what the user does (send, stop, approve, open a diff...); the view posts
  * markup for the items that changed (coalesced, so a streaming answer costs one message per
- * frame, not per token) and whether a turn runs. Sending while a turn runs steers it. A turn
- * that starts in another thread this client follows (a code action, a command) is shown when
- * nothing runs in the current one.
+ * frame, not per token) and whether a turn runs. Sending while a turn runs steers it. The
+ * editor's Fix / Explain / Write tests run in the shown thread; a turn that starts in another
+ * thread this client follows (a code action) is shown when nothing runs in the current one. A
+ * finished turn that changed files offers "Revert turn" (the server's `thread/undo`).
  */
 
 import { randomBytes } from 'node:crypto';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { AgentClient } from './agentClient';
-import { BeforeContent, openDiff, openFile, revert } from './fileActions';
-import type { ApprovalDecision, UserInput } from './protocol';
-import { itemHtml, itemView, queuedSteerView } from './render';
-import type { Applied } from './threadModel';
+import { BeforeContent, openDiff, openFile } from './fileActions';
+import type { ApprovalDecision, Item, UserInput } from './protocol';
+import { itemHtml, itemView, queuedSteerView, turnEndHtml, type RenderContext } from './render';
+import type { Applied, ThreadModel } from './threadModel';
 
 export const VIEW_ID = 'opencomposer.chat';
 
@@ -29,13 +31,15 @@ type FromWebview =
   | { type: 'history' }
   | { type: 'approval'; itemId: string; decision: ApprovalDecision; message?: string }
   | { type: 'openFile'; path: string; lines?: string }
-  | { type: 'openDiff' | 'revert'; itemId: string; index: number };
+  | { type: 'openDiff'; itemId: string; index: number }
+  | { type: 'revertTurn'; turnId: string };
 
 export class ChatView implements vscode.WebviewViewProvider {
   private view?: vscode.WebviewView;
   private threadId?: string;
   private readonly dirty = new Set<string>();
-  /** Steers of the shown thread not yet in its log, by their future item id: their text. */
+  /** Steers of the shown thread not yet in its log (until the model's next step or the turn's
+   * end), by their future item id: their text. */
   private readonly queued = new Map<string, string>();
   private flushTimer?: ReturnType<typeof setTimeout>;
 
@@ -74,11 +78,12 @@ export class ChatView implements vscode.WebviewViewProvider {
       this.dirty.add(id);
       this.queued.delete(id);
     });
-    this.schedule();
     if (applied.turns) {
+      // A turn ended: its last item gets "Revert turn".
+      model?.revertibleTurns().forEach((_, id) => this.dirty.add(id));
       this.postStatus();
-      if (!model?.runningTurn()) this.dropQueued();
     }
+    this.schedule();
   }
 
   /** An approval was asked or settled: redraw its item (buttons come and go). */
@@ -92,7 +97,11 @@ export class ChatView implements vscode.WebviewViewProvider {
     this.dirty.clear();
     this.queued.clear();
     this.reset();
-    if (threadId) void this.agent()?.load(threadId);
+    if (threadId) {
+      this.agent()?.open(threadId).catch((error) => {
+        void this.post({ type: 'error', message: `could not open the thread: ${error?.message ?? error}` });
+      });
+    }
   }
 
   reveal(): void {
@@ -102,18 +111,26 @@ export class ChatView implements vscode.WebviewViewProvider {
   /** Send user input to the current thread (a new one in `workspace` if there is none). */
   async send(input: UserInput[], workspace?: string): Promise<void> {
     const agent = this.requireAgent();
-    if (this.threadId === undefined) {
-      const folder = workspace ?? this.workspaceFolder();
-      if (!folder) throw new Error('Open a folder first: opencomposer works in a workspace folder.');
-      this.show((await agent.startThread(folder)).id);
-    }
-    const threadId = this.threadId!;
+    const threadId = this.threadId ?? await this.startThread(workspace);
     const { steerItemId } = await agent.send(threadId, input);
     if (steerItemId && threadId === this.threadId && !agent.threads.get(threadId).item(steerItemId)) {
       const text = input.flatMap((part) => (part.type === 'text' ? [part.text] : [])).join('\n');
       this.queued.set(steerItemId, text);
-      void this.post({ type: 'upsert', items: [this.queuedItem(steerItemId, text, false)] });
+      void this.post({ type: 'upsert', items: [this.queuedItem(steerItemId, text)] });
     }
+  }
+
+  /**
+   * Run a server command (Fix, Explain, Write tests) on a file in the shown thread, or in a
+   * new one when the shown thread works in another folder than the file.
+   */
+  async runCommand(command: string, argument: object, file: string, workspace?: string): Promise<void> {
+    const agent = this.requireAgent();
+    const root = this.threadId ? agent.threads.get(this.threadId).thread?.workspace : undefined;
+    const inside = root !== undefined && !path.relative(root, file).startsWith('..')
+      && !path.isAbsolute(path.relative(root, file));
+    const threadId = inside ? this.threadId! : await this.startThread(workspace);
+    await agent.runCommand(command, argument, threadId);
   }
 
   async stop(): Promise<boolean> {
@@ -147,17 +164,38 @@ export class ChatView implements vscode.WebviewViewProvider {
         return;
       case 'openFile':
         return openFile(this.root(), message.path, message.lines);
-      case 'openDiff':
-      case 'revert': {
+      case 'openDiff': {
         const item = this.threadId ? this.agent()?.threads.get(this.threadId).item(message.itemId) : undefined;
         const change = item?.type === 'file_change' ? item.changes[message.index] : undefined;
-        if (!change) return;
-        if (message.type === 'openDiff') return openDiff(this.root(), change, this.before);
-        if (!(await revert(this.root(), change))) {
-          void vscode.window.showWarningMessage(`${change.path} has changed since; open the diff to revert by hand.`);
-        }
+        if (change) await openDiff(this.root(), change, this.before);
+        return;
       }
+      case 'revertTurn':
+        return this.revertTurn(message.turnId);
     }
+  }
+
+  /** Undo a turn's edits (the server's undo: adds, deletes and moves too), and say how it went. */
+  private async revertTurn(turnId: string): Promise<void> {
+    if (!this.threadId) return;
+    const { restored, conflicts } = await this.requireAgent().undo(this.threadId, 'turn', turnId);
+    const files = (paths: string[]) => paths.join(', ');
+    if (conflicts.length) {
+      void vscode.window.showWarningMessage(`Reverted ${restored.length} of the turn's files; `
+        + `changed since the agent wrote them, so left as they are: ${files(conflicts)}.`);
+    } else {
+      void vscode.window.showInformationMessage(restored.length
+        ? `Reverted ${files(restored.map((change) => change.path))}.`
+        : 'Nothing to revert: the turn\'s edits were undone already.');
+    }
+  }
+
+  private async startThread(workspace?: string): Promise<string> {
+    const folder = workspace ?? this.workspaceFolder();
+    if (!folder) throw new Error('Open a folder first: opencomposer works in a workspace folder.');
+    const thread = await this.requireAgent().startThread(folder);
+    this.show(thread.id);
+    return thread.id;
   }
 
   // ------------------------------------------------------------------ to the webview
@@ -165,27 +203,30 @@ export class ChatView implements vscode.WebviewViewProvider {
   private reset(): void {
     const agent = this.agent();
     const model = this.threadId && agent ? agent.threads.get(this.threadId) : undefined;
-    const context = { pendingApprovals: agent?.pendingApprovals() ?? new Set<string>() };
+    const render = model && this.renderer(model);
     void this.post({
       type: 'reset',
       items: [
-        ...(model?.itemList() ?? []).map((item) => ({ id: item.id, html: itemHtml(itemView(item, context)) })),
-        ...[...this.queued].map(([id, text]) => this.queuedItem(id, text, false)),
+        ...(model?.itemList() ?? []).map((item) => ({ id: item.id, html: render!(item) })),
+        ...[...this.queued].map(([id, text]) => this.queuedItem(id, text)),
       ],
     });
     this.postStatus();
   }
 
-  private queuedItem(id: string, text: string, dropped: boolean): { id: string; index: number; html: string } {
-    // Index past the end: after everything shown.
-    return { id, index: Number.MAX_SAFE_INTEGER, html: itemHtml(queuedSteerView(id, text, dropped)) };
+  /** An item's markup, with "Revert turn" after the last item of a turn that changed files. */
+  private renderer(model: ThreadModel): (item: Item) => string {
+    const context: RenderContext = { pendingApprovals: this.agent()?.pendingApprovals() ?? new Set() };
+    const turnEnds = model.revertibleTurns();
+    return (item) => {
+      const end = turnEnds.get(item.id);
+      return itemHtml(itemView(item, context)) + (end ? turnEndHtml(end.turnId, end.files) : '');
+    };
   }
 
-  /** The turn ended: steers still queued will never reach the model. */
-  private dropQueued(): void {
-    const items = [...this.queued].map(([id, text]) => this.queuedItem(id, text, true));
-    this.queued.clear();
-    if (items.length) void this.post({ type: 'upsert', items });
+  private queuedItem(id: string, text: string): { id: string; index: number; html: string } {
+    // Index past the end: after everything shown.
+    return { id, index: Number.MAX_SAFE_INTEGER, html: itemHtml(queuedSteerView(id, text)) };
   }
 
   private schedule(): void {
@@ -197,10 +238,10 @@ export class ChatView implements vscode.WebviewViewProvider {
     const agent = this.agent();
     if (!agent || !this.threadId) return;
     const model = agent.threads.get(this.threadId);
-    const context = { pendingApprovals: agent.pendingApprovals() };
+    const render = this.renderer(model);
     const items = [...this.dirty].flatMap((id) => {
       const item = model.item(id);
-      return item ? [{ id, index: model.indexOf(id), html: itemHtml(itemView(item, context)) }] : [];
+      return item ? [{ id, index: model.indexOf(id), html: render(item) }] : [];
     }).sort((a, b) => a.index - b.index);
     this.dirty.clear();
     if (items.length) void this.post({ type: 'upsert', items });

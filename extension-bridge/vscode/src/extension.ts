@@ -68,7 +68,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     chat.show(chat.currentThread); // reloaded from the new server
   }
 
-  /** Fix / Explain / Write tests: the server's commands, on the active editor's selection. */
+  /** Fix / Explain / Write tests: the server's commands, on the active editor's selection, in
+   * the chat's thread (which shows the turn). */
   async function editorAction(action: 'fix' | 'explain' | 'tests'): Promise<void> {
     const editor = vscode.window.activeTextEditor;
     if (!editor || !client) {
@@ -81,12 +82,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       uri: c2p.asUri(editor.document.uri), range: c2p.asRange(range),
       ...(action === 'fix' ? { diagnostics: await c2p.asDiagnostics(diagnostics) } : {}),
     };
-    const started = await client.sendRequest(ExecuteCommandRequest.type,
-      { command: `opencomposer.${action}`, arguments: [argument] }) as { thread_id: string } | null;
-    if (started) {
-      chat.show(started.thread_id);
-      chat.reveal();
-    }
+    chat.reveal();
+    await chat.runCommand(`opencomposer.${action}`, argument, editor.document.uri.fsPath, folderOf(editor));
   }
 
   const command = (name: string, run: () => unknown) => vscode.commands.registerCommand(name, async () => {
@@ -124,11 +121,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     command('opencomposer.chat.history', async () => {
       if (!agent) throw new Error('the server is not running');
-      const threads = await agent.listThreads();
+      const folder = folderOf(vscode.window.activeTextEditor);
+      const threads = await agent.listThreads(folder);
       const picked = await vscode.window.showQuickPick(threads.map((thread) => ({
         label: thread.title || thread.id, description: thread.updated_at?.replace('T', ' ').slice(0, 16),
-        detail: thread.workspace, id: thread.id,
-      })), { placeHolder: 'Open a thread' });
+        id: thread.id,
+      })), { placeHolder: folder ? `Open a thread of ${path.basename(folder)}` : 'Open a thread' });
       if (picked) {
         chat.show(picked.id);
         chat.reveal();

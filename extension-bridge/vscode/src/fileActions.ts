@@ -1,8 +1,7 @@
 /**
- * What the chat's file buttons do: open a file the agent referenced or changed, show a change
- * in a diff editor (the "before" side rebuilt from the file and the diff), and revert it with an
- * ordinary, undoable workspace edit. The server has no undo method; its edits are ordinary
- * editor edits, so reverting one is too.
+ * What the chat's file buttons do: open a file the agent referenced or changed, and show a
+ * change in a diff editor (the "before" side rebuilt from the file and the diff). Reverting is
+ * the server's (`thread/undo`), which has the files' earlier contents, not just the diffs.
  */
 
 import * as vscode from 'vscode';
@@ -49,18 +48,6 @@ export async function openDiff(root: string, change: FileChange, before: BeforeC
   }
   await vscode.commands.executeCommand('vscode.diff', before.put(change.path, original), uri,
     `${change.path} (opencomposer's change)`);
-}
-
-/** Put the file back as it was before the change; false when the file no longer matches. */
-export async function revert(root: string, change: FileChange): Promise<boolean> {
-  const uri = resolve(root, change.path);
-  const document = await vscode.workspace.openTextDocument(uri);
-  const original = reverseApply(document.getText(), change.diff);
-  if (original === undefined) return false;
-  const edit = new vscode.WorkspaceEdit();
-  edit.replace(uri, new vscode.Range(document.positionAt(0), document.positionAt(document.getText().length)),
-    original);
-  return vscode.workspace.applyEdit(edit);
 }
 
 async function readText(uri: vscode.Uri): Promise<string | undefined> {

@@ -1,7 +1,7 @@
 /**
  * The unified diffs of `file_change` items (git style, from Python's difflib): lines to show,
  * and the file as it was before, rebuilt from its current text by applying the diff backwards
- * (the left side of a diff editor, and what "Revert" restores). Pure logic: no `vscode` here.
+ * (the left side of a diff editor). Pure logic: no `vscode` here.
  */
 
 export type DiffLineKind = 'header' | 'hunk' | 'add' | 'del' | 'context' | 'note';

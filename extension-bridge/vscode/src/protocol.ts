@@ -11,7 +11,10 @@ export const PROTOCOL_VERSION = 1;
 export const METHODS = {
   threadStart: 'opencomposer/thread/start',
   threadList: 'opencomposer/thread/list',
+  threadRead: 'opencomposer/thread/read',
   threadEvents: 'opencomposer/thread/events',
+  threadSubscribe: 'opencomposer/thread/subscribe',
+  threadUndo: 'opencomposer/thread/undo',
   turnStart: 'opencomposer/turn/start',
   turnInterrupt: 'opencomposer/turn/interrupt',
   turnSteer: 'opencomposer/turn/steer',
@@ -199,6 +202,11 @@ export interface Turn {
   completed_at?: string | null;
 }
 
+export interface TurnWithItems extends Turn {
+  /** The turn's items in log order, each in its latest state. */
+  items: Item[];
+}
+
 // ------------------------------------------------------------------ events
 
 interface EventFields { seq: number; thread_id: string; at?: string }
@@ -228,10 +236,21 @@ export const EVENT_TYPES: readonly Event['type'][] = [
 
 export interface ThreadStartParams { workspace: string; title?: string }
 export interface ThreadStartResponse { thread: Thread }
-export interface ThreadListParams { cursor?: string; limit?: number }
+/** `workspace`: only the threads of this folder (absolute path). */
+export interface ThreadListParams { cursor?: string; limit?: number; workspace?: string }
 export interface ThreadListResponse { data: Thread[]; next_cursor?: string | null }
+export interface ThreadReadParams { thread_id: string }
+/** `last_seq`: the thread's last event when it was read; subscribe after it. */
+export interface ThreadReadResponse { thread: Thread; turns: TurnWithItems[]; last_seq: number }
 export interface ThreadEventsParams { thread_id: string; after_seq: number; limit?: number }
 export interface ThreadEventsResponse { events: Event[]; has_more: boolean }
+/** Events after `after_seq`, then live ones, arrive as `opencomposer/event` notifications. */
+export interface ThreadSubscribeParams { thread_id: string; after_seq: number }
+export interface ThreadSubscribeResponse { last_seq: number }
+export type UndoScope = 'edit' | 'turn' | 'thread';
+export interface ThreadUndoParams { thread_id: string; scope: UndoScope; turn_id?: string }
+/** `conflicts`: files changed since the agent wrote them, left as they are. */
+export interface ThreadUndoResponse { restored: FileChange[]; conflicts: string[] }
 export interface TurnStartParams { thread_id: string; input: UserInput[] }
 export interface TurnStartResponse { turn: Turn }
 export interface TurnInterruptParams { thread_id: string; turn_id: string }

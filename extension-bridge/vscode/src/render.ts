@@ -27,8 +27,6 @@ export const APPROVAL_BUTTONS: readonly ApprovalButton[] = [
   { decision: 'abort', label: 'Stop the turn' },
 ];
 
-export type FileAction = 'openDiff' | 'revert';
-
 export interface FileView {
   path: string;
   kind: FileChangeKind;
@@ -36,7 +34,8 @@ export interface FileView {
   lines: DiffLine[];
   /** Diff lines left out (beyond DIFF_LINE_LIMIT). */
   hidden: number;
-  actions: FileAction[];
+  /** Offers "Open diff" (there is a diff to show). */
+  diff: boolean;
 }
 
 export type ItemView =
@@ -84,15 +83,10 @@ export function itemView(item: Item, context: RenderContext): ItemView {
         title: `${item.tool} ${String(item.arguments.path ?? '')}`.trim(),
         files: item.changes.map((change) => {
           const lines = diffLines(change.diff);
-          const actions: FileAction[] = change.diff ? ['openDiff'] : [];
-          // Only an update can be undone from its diff alone; adds, deletes and moves are not.
-          if (item.status === 'completed' && change.kind === 'update' && change.diff) {
-            actions.push('revert');
-          }
           return {
             path: change.path, kind: change.kind, moveTo: change.move_to ?? undefined,
             lines: lines.slice(0, DIFF_LINE_LIMIT),
-            hidden: Math.max(0, lines.length - DIFF_LINE_LIMIT), actions,
+            hidden: Math.max(0, lines.length - DIFF_LINE_LIMIT), diff: change.diff !== '',
           };
         }),
       };
@@ -128,13 +122,17 @@ export function itemView(item: Item, context: RenderContext): ItemView {
 
 /**
  * Input sent to a running turn before its item exists: the server logs it when the model takes
- * it, at its next step, and drops it if the turn ends first.
+ * it at its next step, or when the turn ends first (the next turn's prompt then carries it).
  */
-export function queuedSteerView(id: string, text: string, dropped: boolean): ItemView {
-  return {
-    kind: 'user', id, text, files: [], steer: true,
-    note: dropped ? 'not delivered: the turn ended before the model read it' : 'steer, queued for the next step',
-  };
+export function queuedSteerView(id: string, text: string): ItemView {
+  return { kind: 'user', id, text, files: [], steer: true, note: 'steer, queued for the next step' };
+}
+
+/** After the last item of a finished turn that changed files: undo them all (`thread/undo`). */
+export function turnEndHtml(turnId: string, files: number): string {
+  return `<div class="turn-end"><button data-action="revertTurn" data-turn="${escapeHtml(turnId)}" `
+    + `title="Put back the files this turn changed; files changed since are left as they are">Revert turn</button>`
+    + ` <span class="detail">${files} ${files === 1 ? 'file' : 'files'} changed</span></div>`;
 }
 
 function tool(item: Extract<Item, { call_id: string }>, title: string, detail?: string): ItemView {
@@ -231,7 +229,7 @@ function fileHtml(itemId: string, file: FileView, index: number): string {
   return `<div class="file"><div class="file-title"><span class="kind">${e(file.kind)}</span> `
     + `<button class="link" data-action="openFile" data-path="${e(file.moveTo ?? file.path)}">${e(file.path)}</button>`
     + (file.moveTo ? ` → ${e(file.moveTo)}` : '')
-    + file.actions.map((a) => ` <button data-action="${a}" ${target}>${ACTION_LABEL[a]}</button>`).join('')
+    + (file.diff ? ` <button data-action="openDiff" ${target}>Open diff</button>` : '')
     + '</div>'
     + (file.lines.length ? '<pre class="diff">' + file.lines.map((line) => `<div class="${line.kind}">`
       + `${DIFF_MARK[line.kind]}${e(line.text)}</div>`).join('') + '</pre>' : '')
@@ -239,7 +237,6 @@ function fileHtml(itemId: string, file: FileView, index: number): string {
     + '</div>';
 }
 
-const ACTION_LABEL: Record<FileAction, string> = { openDiff: 'Open diff', revert: 'Revert' };
 const DIFF_MARK: Record<DiffLine['kind'], string> = {
   header: '', hunk: '', add: '+', del: '-', context: ' ', note: '',
 };

@@ -1,6 +1,7 @@
 /**
- * A thread as the client knows it, built only from its events: turns, and items in log order,
- * each in its latest state (started, extended by deltas, replaced by its completed form).
+ * A thread as the client knows it: turns, and items in log order, each in its latest state
+ * (started, extended by deltas, replaced by its completed form). It starts from a snapshot
+ * (`thread/read`, which says the seq it was taken at) or from nothing, and follows events.
  *
  * Events carry `seq`, numbered from 1 without gaps per thread. An event past the next expected
  * one is held back and reported as a gap: the caller replays the log from `lastSeq` with
@@ -8,7 +9,7 @@
  * replayed and live events may overlap freely. Pure logic: no `vscode` here.
  */
 
-import type { Event, Item, Thread, Turn } from './protocol';
+import type { Event, Item, Thread, Turn, TurnWithItems } from './protocol';
 
 export interface Applied {
   /** Items that changed, in the order they changed (each once). */
@@ -53,6 +54,31 @@ export class ThreadModel {
     return applied;
   }
 
+  /**
+   * Take the thread as a snapshot shows it at `lastSeq`, unless this model knows as much
+   * already; events held past it then apply.
+   */
+  restore(thread: Thread, turns: TurnWithItems[], lastSeq: number): Applied {
+    if (lastSeq <= this.lastSeq) return { items: [], turns: false };
+    this.thread = thread;
+    this.items.clear();
+    this.order.length = 0;
+    this.turnsById.clear();
+    this.turnOrder.length = 0;
+    for (const { items, ...turn } of turns) {
+      this.turnsById.set(turn.id, turn);
+      this.turnOrder.push(turn.id);
+      for (const item of items) {
+        this.items.set(item.id, { ...item });
+        this.order.push(item.id);
+      }
+    }
+    this.lastSeq = lastSeq;
+    for (const seq of this.held.keys()) if (seq <= lastSeq) this.held.delete(seq);
+    // Held events apply to items of the snapshot: every item is listed once, in log order.
+    return { ...this.apply(), items: [...this.order], turns: true };
+  }
+
   /** Items in log order. */
   itemList(): Item[] {
     return this.order.map((id) => this.items.get(id)!);
@@ -74,6 +100,27 @@ export class ThreadModel {
   /** The turn still running, if any. */
   runningTurn(): Turn | undefined {
     return this.turns().reverse().find((turn) => turn.status === 'in_progress');
+  }
+
+  /** Finished turns that changed files, by their last item: what "Revert turn" is offered on. */
+  revertibleTurns(): Map<string, { turnId: string; files: number }> {
+    const last = new Map<string, string>();
+    const paths = new Map<string, Set<string>>();
+    for (const item of this.itemList()) {
+      last.set(item.turn_id, item.id);
+      if (item.type === 'file_change' && item.status === 'completed' && item.changes.length) {
+        const files = paths.get(item.turn_id) ?? new Set();
+        item.changes.forEach((change) => files.add(change.path));
+        paths.set(item.turn_id, files);
+      }
+    }
+    const revertible = new Map<string, { turnId: string; files: number }>();
+    for (const [turnId, files] of paths) {
+      if (this.turnsById.get(turnId)?.status !== 'in_progress') {
+        revertible.set(last.get(turnId)!, { turnId, files: files.size });
+      }
+    }
+    return revertible;
   }
 
   /** What the event changed: an item, a turn, or nothing to show. */

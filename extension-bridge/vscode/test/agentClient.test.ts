@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AgentClient } from '../src/agentClient';
+import { AgentClient, EXECUTE_COMMAND } from '../src/agentClient';
 import { APPROVAL_METHOD, EVENT_METHOD, METHODS, type Event } from '../src/protocol';
 import { FakeConnection, RecordingListener, settle } from './support/connection';
 import { approval, log, message, THREAD, turn } from './support/events';
@@ -90,5 +90,72 @@ test('sending starts a turn, or steers the running one', async () => {
   assert.deepEqual(connection.sent, [
     [METHODS.turnStart, { thread_id: THREAD, input }],
     [METHODS.turnSteer, { thread_id: THREAD, turn_id: 'turn_1', input }],
+  ]);
+});
+
+const SNAPSHOT = {
+  thread: { id: THREAD, workspace: '/w', title: 'fix it' },
+  turns: [{ ...turn('completed'), items: [message('m1', 'Done.', 'completed')] }],
+  last_seq: 4,
+};
+
+test('opening a thread reads its snapshot, then follows the events after it without gap or repeat', async () => {
+  const { connection, listener, agent } = client();
+  connection.answers.set(METHODS.threadRead, () => SNAPSHOT);
+  connection.answers.set(METHODS.threadSubscribe, (params) => {
+    // The server replays what follows the seq asked for (here one event), then live ones.
+    connection.notify(EVENT_METHOD, log(params.after_seq + 1, { type: 'turn.started', turn: turn('in_progress', 'turn_2') })[0]);
+    return { last_seq: 5 };
+  });
+  await agent.open(THREAD);
+  connection.notify(EVENT_METHOD, log(6, { type: 'item.started', item: message('m2') })[0]);
+  await agent.open(THREAD); // once: the server keeps sending
+  await settle();
+  assert.deepEqual(connection.sent, [
+    [METHODS.threadRead, { thread_id: THREAD }],
+    [METHODS.threadSubscribe, { thread_id: THREAD, after_seq: 4 }],
+  ]);
+  const model = agent.threads.get(THREAD);
+  assert.equal(model.thread?.title, 'fix it');
+  assert.deepEqual(model.itemList(), [message('m1', 'Done.', 'completed'), message('m2')]);
+  assert.deepEqual(model.turns().map((t) => [t.id, t.status]), [['turn_1', 'completed'], ['turn_2', 'in_progress']]);
+  assert.equal(model.lastSeq, 6);
+  assert.deepEqual(listener.calls, [
+    ['threadChanged', THREAD, { items: ['m1'], turns: true }],
+    ['threadChanged', THREAD, { items: [], turns: true }],
+    ['threadChanged', THREAD, { items: ['m2'], turns: false }],
+  ]);
+});
+
+test('a thread with a running turn is followed from its first event', async () => {
+  // Its snapshot holds the streaming items as they started, without what streamed since.
+  const { connection, agent } = client();
+  connection.answers.set(METHODS.threadRead, () => ({ ...SNAPSHOT, turns: [{ ...turn(), items: [message('m1')] }] }));
+  connection.answers.set(METHODS.threadSubscribe, () => ({ last_seq: 4 }));
+  await agent.open(THREAD);
+  assert.deepEqual(connection.sent.at(-1), [METHODS.threadSubscribe, { thread_id: THREAD, after_seq: 0 }]);
+  assert.deepEqual(agent.threads.get(THREAD).itemList(), []);
+});
+
+test('an approval asked again (its events replayed) is answered once, for both requests', async () => {
+  const { connection, listener, agent } = client();
+  const first = connection.request(APPROVAL_METHOD, { thread_id: THREAD, item: approval('a1') });
+  const again = connection.request(APPROVAL_METHOD, { thread_id: THREAD, item: approval('a1') });
+  assert.deepEqual(listener.calls, [['approvalRequested', THREAD, 'a1']]);
+  agent.answerApproval('a1', { decision: 'approve' });
+  assert.deepEqual(await Promise.all([first, again]), [{ decision: 'approve' }, { decision: 'approve' }]);
+});
+
+test('undo and commands name the thread', async () => {
+  const { connection, agent } = client();
+  const restored = { restored: [{ path: 'a.py', kind: 'update', diff: '' }], conflicts: ['b.py'] };
+  connection.answers.set(METHODS.threadUndo, () => restored);
+  connection.answers.set(EXECUTE_COMMAND, () => ({ thread_id: THREAD, turn_id: 'turn_2' }));
+  assert.deepEqual(await agent.undo(THREAD, 'turn', 'turn_1'), restored);
+  assert.deepEqual(await agent.runCommand('opencomposer.fix', { uri: 'file:///w/a.py' }, THREAD),
+    { thread_id: THREAD, turn_id: 'turn_2' });
+  assert.deepEqual(connection.sent, [
+    [METHODS.threadUndo, { thread_id: THREAD, scope: 'turn', turn_id: 'turn_1' }],
+    [EXECUTE_COMMAND, { command: 'opencomposer.fix', arguments: [{ uri: 'file:///w/a.py', thread_id: THREAD }] }],
   ]);
 });

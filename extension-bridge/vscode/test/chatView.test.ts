@@ -1,12 +1,19 @@
-import { Uri } from './support/vscode';
+import { stub, Uri } from './support/vscode';
 import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AgentClient } from '../src/agentClient';
+import { AgentClient, EXECUTE_COMMAND } from '../src/agentClient';
 import { ChatView } from '../src/chatView';
 import { BeforeContent } from '../src/fileActions';
 import { APPROVAL_METHOD, EVENT_METHOD, METHODS } from '../src/protocol';
+import { turnEndHtml } from '../src/render';
 import { FakeConnection, settle } from './support/connection';
 import { approval, log, message, THREAD, turn } from './support/events';
+
+/** The server's answers to opening a thread that has only started (seq 1). */
+function following(connection: FakeConnection): void {
+  connection.answers.set(METHODS.threadRead, () => ({ thread: { id: THREAD, workspace: '/w' }, turns: [], last_seq: 1 }));
+  connection.answers.set(METHODS.threadSubscribe, () => ({ last_seq: 1 }));
+}
 
 /** A chat view in a fake webview, over an agent client on a fake connection. */
 function setUp() {
@@ -43,19 +50,18 @@ test('the webview gets a strict content security policy and its script by nonce'
 test('the first message starts a thread in the workspace, then a turn; events are drawn', async () => {
   const { connection, posted, chat, frame, click } = setUp();
   connection.answers.set(METHODS.threadStart, () => ({ thread: { id: THREAD, workspace: '/w' } }));
-  connection.answers.set(METHODS.threadEvents, () => ({
-    events: log(1, { type: 'thread.started', thread: { id: THREAD, workspace: '/w', title: 'hi' } }), has_more: false }));
   connection.answers.set(METHODS.turnStart, () => ({ turn: turn() }));
   click({ type: 'send', text: 'hi <b>' });
   await settle();
   await settle();
-  assert.deepEqual(connection.sent.map(([method]) => method),
-    [METHODS.threadStart, METHODS.threadEvents, METHODS.turnStart]);
+  // The server sends a thread's events from its start: nothing to read or subscribe to.
+  assert.deepEqual(connection.sent.map(([method]) => method), [METHODS.threadStart, METHODS.turnStart]);
   assert.deepEqual(connection.sent[0][1], { workspace: '/w' });
   assert.equal(chat.currentThread, THREAD);
 
   posted.length = 0;
-  for (const event of log(2, { type: 'turn.started', turn: turn() }, { type: 'item.started', item: message('m') },
+  for (const event of log(1, { type: 'thread.started', thread: { id: THREAD, workspace: '/w', title: 'hi' } },
+    { type: 'turn.started', turn: turn() }, { type: 'item.started', item: message('m') },
     { type: 'item.delta', turn_id: 'turn_1', item_id: 'm', delta: { kind: 'text', text: '<b>bold</b>' } })) {
     connection.notify(EVENT_METHOD, event);
   }
@@ -70,9 +76,10 @@ test('the first message starts a thread in the workspace, then a turn; events ar
 
 test('approval buttons appear when the server asks, and a click answers it', async () => {
   const { connection, posted, chat, frame, click } = setUp();
-  connection.answers.set(METHODS.threadEvents, () => ({ events: [], has_more: false }));
+  following(connection);
   chat.show(THREAD);
-  for (const event of log(1, { type: 'turn.started', turn: turn() }, { type: 'item.started', item: approval('a1') })) {
+  await settle();
+  for (const event of log(2, { type: 'turn.started', turn: turn() }, { type: 'item.started', item: approval('a1') })) {
     connection.notify(EVENT_METHOD, event);
   }
   await frame();
@@ -88,10 +95,11 @@ test('approval buttons appear when the server asks, and a click answers it', asy
 
 test('stop interrupts the running turn of the shown thread', async () => {
   const { connection, chat, click } = setUp();
-  connection.answers.set(METHODS.threadEvents, () => ({ events: [], has_more: false }));
+  following(connection);
   connection.answers.set(METHODS.turnInterrupt, () => ({ turn: turn('interrupted') }));
   chat.show(THREAD);
-  connection.notify(EVENT_METHOD, log(1, { type: 'turn.started', turn: turn() })[0]);
+  await settle();
+  connection.notify(EVENT_METHOD, log(2, { type: 'turn.started', turn: turn() })[0]);
   click({ type: 'stop' });
   await settle();
   assert.deepEqual(connection.sent.at(-1), [METHODS.turnInterrupt, { thread_id: THREAD, turn_id: 'turn_1' }]);
@@ -99,17 +107,21 @@ test('stop interrupts the running turn of the shown thread', async () => {
 
 test('a turn started elsewhere (a code action) is shown when nothing runs here', async () => {
   const { connection, chat } = setUp();
-  connection.answers.set(METHODS.threadEvents, () => ({ events: [], has_more: false }));
+  following(connection);
   connection.notify(EVENT_METHOD, { ...log(1, { type: 'turn.started', turn: turn() })[0], thread_id: 'thr_2' });
   assert.equal(chat.currentThread, 'thr_2');
+  // Opened like any other thread, to be followed from then on.
+  await settle();
+  assert.deepEqual(connection.sent.at(-1), [METHODS.threadSubscribe, { thread_id: 'thr_2', after_seq: 1 }]);
 });
 
-test('a steer shows as queued until its item arrives, or as dropped when the turn ends first', async () => {
+test('a steer shows as queued until its item arrives, at the next step or when the turn ends', async () => {
   const { connection, posted, chat, frame, click } = setUp();
-  connection.answers.set(METHODS.threadEvents, () => ({ events: [], has_more: false }));
+  following(connection);
   connection.answers.set(METHODS.turnSteer, () => ({ item_id: 'u9' }));
   chat.show(THREAD);
-  connection.notify(EVENT_METHOD, log(1, { type: 'turn.started', turn: turn() })[0]);
+  await settle();
+  connection.notify(EVENT_METHOD, log(2, { type: 'turn.started', turn: turn() })[0]);
   click({ type: 'send', text: 'shorter' });
   await settle();
   assert.deepEqual(connection.sent.at(-1), [METHODS.turnSteer,
@@ -117,8 +129,54 @@ test('a steer shows as queued until its item arrives, or as dropped when the tur
   assert.deepEqual(posted.at(-1), { type: 'upsert', items: [{ id: 'u9', index: Number.MAX_SAFE_INTEGER,
     html: '<div class="item user steer"><div class="label">steer, queued for the next step</div>'
       + '<div class="text"><p>shorter</p></div></div>' }] });
-  connection.notify(EVENT_METHOD, log(2, { type: 'turn.completed', turn: turn('interrupted') })[0]);
+  // The turn ends before another step: the server logs the steer just before turn.completed.
+  const steer = { type: 'user_message' as const, id: 'u9', turn_id: 'turn_1', status: 'completed' as const,
+    content: [{ type: 'text' as const, text: 'shorter' }], steer: true };
+  for (const event of log(3, { type: 'item.completed', item: steer }, { type: 'turn.completed', turn: turn('completed') })) {
+    connection.notify(EVENT_METHOD, event);
+  }
   await frame();
-  assert.ok(posted.some((message) => message.type === 'upsert' && message.items[0].id === 'u9'
-    && message.items[0].html.includes('not delivered')), JSON.stringify(posted));
+  assert.deepEqual(posted.at(-1), { type: 'upsert', items: [{ id: 'u9', index: 0,
+    html: '<div class="item user steer"><div class="label">steer</div><div class="text"><p>shorter</p></div></div>' }] });
+});
+
+test('Revert turn undoes the turn on the server and reports files changed since', async () => {
+  const { connection, posted, chat, frame, click } = setUp();
+  following(connection);
+  const warnings: string[] = [];
+  stub.window.showWarningMessage = async (message: string) => { warnings.push(message); };
+  connection.answers.set(METHODS.threadUndo, () => ({
+    restored: [{ path: 'a.py', kind: 'update', diff: '' }], conflicts: ['b.py'] }));
+  chat.show(THREAD);
+  await settle();
+  const edit = { type: 'file_change' as const, id: 'f', turn_id: 'turn_1', status: 'completed' as const, call_id: 'c',
+    tool: 'apply_patch', arguments: {}, changes: [{ path: 'a.py', kind: 'update' as const, diff: '' },
+      { path: 'b.py', kind: 'delete' as const, diff: '' }] };
+  for (const event of log(2, { type: 'turn.started', turn: turn() }, { type: 'item.completed', item: edit },
+    { type: 'turn.completed', turn: turn('completed') })) {
+    connection.notify(EVENT_METHOD, event);
+  }
+  await frame();
+  assert.ok(posted.at(-1).items[0].html.endsWith(turnEndHtml('turn_1', 2)), JSON.stringify(posted.at(-1)));
+  click({ type: 'revertTurn', turnId: 'turn_1' });
+  await settle();
+  assert.deepEqual(connection.sent.at(-1), [METHODS.threadUndo, { thread_id: THREAD, scope: 'turn', turn_id: 'turn_1' }]);
+  assert.deepEqual(warnings, ["Reverted 1 of the turn's files; changed since the agent wrote them, so left as they are: b.py."]);
+});
+
+test('a command runs in the shown thread, or in a new one when the file is in another folder', async () => {
+  const { connection, chat } = setUp();
+  following(connection);
+  connection.answers.set(METHODS.threadStart, () => ({ thread: { id: 'thr_2', workspace: '/other' } }));
+  connection.answers.set(EXECUTE_COMMAND, (params) => ({ thread_id: params.arguments[0].thread_id, turn_id: 'turn_1' }));
+  chat.show(THREAD);
+  await settle();
+  await chat.runCommand('opencomposer.explain', { uri: 'file:///w/a.py' }, '/w/a.py', '/w');
+  await chat.runCommand('opencomposer.tests', { uri: 'file:///other/b.py' }, '/other/b.py', '/other');
+  assert.deepEqual(connection.sent.slice(2), [
+    [EXECUTE_COMMAND, { command: 'opencomposer.explain', arguments: [{ uri: 'file:///w/a.py', thread_id: THREAD }] }],
+    [METHODS.threadStart, { workspace: '/other' }],
+    [EXECUTE_COMMAND, { command: 'opencomposer.tests', arguments: [{ uri: 'file:///other/b.py', thread_id: 'thr_2' }] }],
+  ]);
+  assert.equal(chat.currentThread, 'thr_2');
 });

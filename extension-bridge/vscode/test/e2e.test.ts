@@ -12,9 +12,9 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { test } from 'node:test';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
-import { AgentClient } from '../src/agentClient';
+import { AgentClient, type Connection } from '../src/agentClient';
 import { reverseApply } from '../src/patch';
-import type { ApprovalAnswer, ApprovalRequestItem } from '../src/protocol';
+import { EVENT_METHOD, METHODS, type ApprovalAnswer, type ApprovalRequestItem, type Event } from '../src/protocol';
 import { itemHtml, itemView } from '../src/render';
 import { ThreadModel } from '../src/threadModel';
 
@@ -151,3 +151,92 @@ test('steering a running turn, then stopping it while an approval waits', { skip
       assert.deepEqual(waited?.type === 'approval_request' && [waited.status, waited.decision],
         ['interrupted', null]);
     }));
+
+/** A second client on the same connection (it takes over the event and approval handlers),
+ * recording the methods it calls and the seqs of the events it is sent. */
+function freshClient(connection: Connection): { agent: AgentClient; methods: string[]; seqs: number[] } {
+  const methods: string[] = [];
+  const seqs: number[] = [];
+  const recording: Connection = {
+    sendRequest: (method, params) => (methods.push(method), connection.sendRequest(method, params)),
+    onNotification: (method, handler) => connection.onNotification(method, (event: Event) => {
+      if (method === EVENT_METHOD) seqs.push(event.seq);
+      handler(event);
+    }),
+    onRequest: (method, handler) => connection.onRequest(method, handler),
+  };
+  const agent = new AgentClient(recording,
+    { threadChanged: () => {}, approvalRequested: () => {}, approvalSettled: () => {} });
+  return { agent, methods, seqs };
+}
+
+test('a thread opened from its snapshot follows on without gap or repeat', { skip: !READY && 'no .venv' },
+  () => withServer(
+    [{ calls: [DOUBLE_BY_ADDING] }, { text: 'Done.' }, { text: 'Again.' }],
+    () => ({ decision: 'approve' }),
+    async ({ workspace, connection, agent }) => {
+      const thread = await agent.startThread(workspace);
+      await agent.send(thread.id, [{ type: 'text', text: 'make twice() add' }]);
+      await until('the first turn to end', () => agent.threads.get(thread.id).turns().find((t) => t.status !== 'in_progress'));
+      const known = agent.threads.get(thread.id).lastSeq;
+
+      // As after a restart of the editor: nothing known, the thread picked from the history.
+      const { agent: fresh, methods, seqs } = freshClient(connection);
+      assert.deepEqual((await fresh.listThreads(workspace)).map((t) => t.id), [thread.id]);
+      assert.deepEqual(await fresh.listThreads(path.join(workspace, 'elsewhere')), []);
+      await fresh.open(thread.id);
+      const model = fresh.threads.get(thread.id);
+      assert.equal(model.lastSeq, known);
+      assert.deepEqual(model.itemList(), agent.threads.get(thread.id).itemList());
+      await fresh.send(thread.id, [{ type: 'text', text: 'once more' }]);
+      await until('the second turn to end', () => model.turns().length === 2 && !model.runningTurn());
+
+      assert.deepEqual(methods, [METHODS.threadList, METHODS.threadList, METHODS.threadRead,
+        METHODS.threadSubscribe, METHODS.turnStart]);
+      // Sent only what followed the snapshot, each event once.
+      assert.deepEqual(seqs, Array.from({ length: model.lastSeq - known }, (_, i) => known + 1 + i));
+      const replayed = new ThreadModel(thread.id);
+      const log = await connection.sendRequest('opencomposer/thread/events', { thread_id: thread.id, after_seq: 0 }) as any;
+      replayed.apply(...log.events);
+      assert.deepEqual(model.itemList(), replayed.itemList());
+      assert.deepEqual(model.turns(), replayed.turns());
+    }));
+
+test('undoing a turn puts its files back, unless changed since', { skip: !READY && 'no .venv' }, () => withServer(
+  [{ calls: [DOUBLE_BY_ADDING] }, { text: 'Done.' }],
+  () => ({ decision: 'approve' }),
+  async ({ workspace, agent }) => {
+    const thread = await agent.startThread(workspace);
+    const { turnId } = await agent.send(thread.id, [{ type: 'text', text: 'make twice() add' }]);
+    await until('the turn to end', () => !agent.threads.get(thread.id).runningTurn() && agent.threads.get(thread.id).turns()[0]);
+    const file = path.join(workspace, 'util.py');
+    const edited = readFileSync(file, 'utf8');
+
+    writeFileSync(file, edited + '# mine\n');
+    await assert.rejects(agent.undo(thread.id, 'turn', turnId), (error: any) => error.data?.kind === 'conflict');
+    assert.equal(readFileSync(file, 'utf8'), edited + '# mine\n');
+
+    writeFileSync(file, edited);
+    const undone = await agent.undo(thread.id, 'turn', turnId);
+    assert.deepEqual([undone.restored.map((change) => [change.path, change.kind]), undone.conflicts],
+      [[['util.py', 'update']], []]);
+    assert.equal(readFileSync(file, 'utf8'), UTIL);
+    assert.deepEqual(await agent.undo(thread.id, 'turn', turnId), { restored: [], conflicts: [] });
+  }));
+
+test('a command named a thread runs its turn there', { skip: !READY && 'no .venv' }, () => withServer(
+  [{ text: 'It doubles x.' }],
+  () => undefined,
+  async ({ workspace, agent }) => {
+    const thread = await agent.startThread(workspace);
+    const started = await agent.runCommand('opencomposer.explain', {
+      uri: pathToFileURL(path.join(workspace, 'util.py')).href,
+      range: { start: { line: 0, character: 0 }, end: { line: 2, character: 0 } },
+    }, thread.id);
+    assert.equal(started.thread_id, thread.id);
+    const model = agent.threads.get(thread.id);
+    await until('the turn to end', () => model.turns().find((t) => t.id === started.turn_id && t.status !== 'in_progress'));
+    assert.deepEqual(model.itemList().map((item) => item.type), ['user_message', 'agent_message']);
+    const answer = model.itemList()[1];
+    assert.equal(answer.type === 'agent_message' && answer.text, 'It doubles x.');
+  }));

@@ -2,7 +2,10 @@ import * as assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { APPROVAL_METHOD, EVENT_METHOD, EVENT_TYPES, ITEM_TYPES, METHODS, PROTOCOL_VERSION } from '../src/protocol';
+import {
+  APPROVAL_METHOD, EVENT_METHOD, EVENT_TYPES, ITEM_TYPES, METHODS, PROTOCOL_VERSION,
+  type ThreadListParams, type ThreadReadParams, type ThreadSubscribeParams, type ThreadUndoParams, type UndoScope,
+} from '../src/protocol';
 import { APPROVAL_BUTTONS } from '../src/render';
 
 // The schema the server generates from its models (checked in beside this extension).
@@ -31,9 +34,8 @@ test('the methods called are the schema\'s client -> server requests', () => {
     .filter(([, method]: [string, any]) => method.direction === 'client_to_server')
     .map(([name]) => `opencomposer/${name}`);
   // Not called: approval/respond is for transports without server -> client requests (HTTP;
-  // over LSP the approval request is answered directly), and thread/read's snapshot carries no
-  // seq to follow the events from, so a thread is loaded by replaying thread/events instead.
-  const unused = ['opencomposer/approval/respond', 'opencomposer/thread/read'];
+  // over LSP the approval request is answered directly).
+  const unused = ['opencomposer/approval/respond'];
   assert.deepEqual(sorted(Object.values(METHODS)), sorted(clientToServer.filter((name) => !unused.includes(name))));
 });
 
@@ -45,4 +47,22 @@ test('the server -> client messages are the event notification and the approval 
   assert.equal(EVENT_METHOD, 'opencomposer/event');
   // Over LSP every method carries the opencomposer/ prefix (capabilities.experimental says so).
   assert.equal(APPROVAL_METHOD, 'opencomposer/approval/request');
+});
+
+test('the params of the newer methods name the schema\'s fields, and its required ones', () => {
+  // The schema forbids other fields (additionalProperties: false).
+  const sent: Record<string, object> = {
+    ThreadListParams: { workspace: '/w' } satisfies ThreadListParams,
+    ThreadReadParams: { thread_id: 't' } satisfies ThreadReadParams,
+    ThreadSubscribeParams: { thread_id: 't', after_seq: 3 } satisfies ThreadSubscribeParams,
+    ThreadUndoParams: { thread_id: 't', scope: 'turn', turn_id: 'u' } satisfies ThreadUndoParams,
+  };
+  for (const [name, params] of Object.entries(sent)) {
+    const fields = Object.keys(params);
+    assert.deepEqual(fields.filter((field) => !(field in defs[name].properties)), [], name);
+    assert.deepEqual((defs[name].required ?? []).filter((field: string) => !fields.includes(field)), [], name);
+  }
+  const scopes: Record<UndoScope, true> = { edit: true, turn: true, thread: true };
+  assert.deepEqual(sorted(Object.keys(scopes)), sorted(defs.ThreadUndoParams.properties.scope.enum));
+  assert.ok('last_seq' in defs.ThreadReadResponse.properties);
 });

@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Item } from '../src/protocol';
-import { APPROVAL_BUTTONS, escapeHtml, formatText, itemHtml, itemView } from '../src/render';
+import { APPROVAL_BUTTONS, escapeHtml, formatText, itemHtml, itemView, turnEndHtml } from '../src/render';
 import { approval, message } from './support/events';
 
 const NONE = { pendingApprovals: new Set<string>() };
@@ -58,7 +58,7 @@ test('every item kind escapes what came from the server', () => {
   }
 });
 
-test('a file change becomes diff lines with its actions', () => {
+test('a file change becomes diff lines, with Open diff where there is one', () => {
   const item: Item = {
     type: 'file_change', id: 'f', turn_id: 'turn_1', status: 'completed', call_id: 'c',
     tool: 'edit_file', arguments: { path: 'src/a.py' },
@@ -71,26 +71,30 @@ test('a file change becomes diff lines with its actions', () => {
   assert.deepEqual(itemView(item, NONE), {
     kind: 'fileChange', id: 'f', status: 'completed', error: undefined, title: 'edit_file src/a.py',
     files: [
-      { path: 'src/a.py', kind: 'update', moveTo: undefined, hidden: 0, actions: ['openDiff', 'revert'],
+      { path: 'src/a.py', kind: 'update', moveTo: undefined, hidden: 0, diff: true,
         lines: [
           { kind: 'header', text: '--- a/src/a.py' }, { kind: 'header', text: '+++ b/src/a.py' },
           { kind: 'hunk', text: '@@ -1 +1 @@' },
           { kind: 'del', text: 'x = 1', oldLine: 1 }, { kind: 'add', text: 'x = 2', newLine: 1 },
         ] },
-      { path: 'new.py', kind: 'add', moveTo: undefined, hidden: 0, actions: ['openDiff'],
+      { path: 'new.py', kind: 'add', moveTo: undefined, hidden: 0, diff: true,
         lines: [
           { kind: 'header', text: '--- /dev/null' }, { kind: 'header', text: '+++ b/new.py' },
           { kind: 'hunk', text: '@@ -0,0 +1 @@' }, { kind: 'add', text: 'y', newLine: 1 },
         ] },
-      { path: 'img.png', kind: 'delete', moveTo: undefined, hidden: 0, actions: [], lines: [] },
+      { path: 'img.png', kind: 'delete', moveTo: undefined, hidden: 0, diff: false, lines: [] },
     ],
   });
   const html = itemHtml(itemView(item, NONE));
   assert.ok(html.includes('<div class="del">-x = 1</div><div class="add">+x = 2</div>'), html);
-  assert.ok(html.includes('<button data-action="revert" data-item="f" data-index="0">Revert</button>'), html);
-  // A change that did not happen (declined) cannot be reverted.
-  const declined = itemView({ ...item, status: 'declined' }, NONE);
-  assert.deepEqual(declined.kind === 'fileChange' && declined.files[0].actions, ['openDiff']);
+  assert.ok(html.includes('<button data-action="openDiff" data-item="f" data-index="1">Open diff</button>'), html);
+  assert.ok(!html.includes('data-index="2"'), html);
+});
+
+test('a turn that changed files ends with Revert turn', () => {
+  assert.equal(turnEndHtml(EVIL, 2), '<div class="turn-end"><button data-action="revertTurn" '
+    + 'data-turn="&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" title="Put back the files this turn changed; '
+    + 'files changed since are left as they are">Revert turn</button> <span class="detail">2 files changed</span></div>');
 });
 
 test('an approval gets buttons only while this client is asked', () => {

@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { Item } from '../src/protocol';
 import { ThreadModel } from '../src/threadModel';
 import { log, message, THREAD, turn } from './support/events';
 
@@ -98,4 +99,37 @@ test('a delta for an unknown item changes nothing', () => {
     { type: 'item.delta', turn_id: 'turn_1', item_id: 'nope', delta: { kind: 'text', text: 'x' } })),
   { items: [], turns: false });
   assert.equal(model.lastSeq, 1);
+});
+
+const EDIT: Item = { type: 'file_change', id: 'f', turn_id: 'turn_1', status: 'completed', call_id: 'c',
+  tool: 'edit_file', arguments: {}, changes: [{ path: 'a.py', kind: 'update', diff: '' },
+    { path: 'b.py', kind: 'add', diff: '' }] };
+
+test('a snapshot replaces what is known, and events after its seq apply on top', () => {
+  const model = new ThreadModel(THREAD);
+  // An event past the snapshot arrives first, and one the snapshot covers.
+  assert.equal(model.apply(...log(2, { type: 'item.started', item: message('m1') }),
+    ...log(5, { type: 'item.delta', turn_id: 'turn_1', item_id: 'm2', delta: { kind: 'text', text: '!' } })).gapAfter, 0);
+  const applied = model.restore({ id: THREAD, workspace: '/w' },
+    [{ ...turn(), items: [message('m1', 'Hi', 'completed'), message('m2', 'Yes')] }], 4);
+  assert.deepEqual(applied, { items: ['m1', 'm2'], turns: true });
+  assert.deepEqual(model.itemList(), [message('m1', 'Hi', 'completed'), message('m2', 'Yes!')]);
+  assert.deepEqual(model.turns(), [turn()]);
+  assert.equal(model.lastSeq, 5);
+  // An older snapshot changes nothing; events it covers are repeats.
+  assert.deepEqual(model.restore({ id: THREAD, workspace: '/w' }, [], 3), { items: [], turns: false });
+  assert.deepEqual(model.apply(...log(4, { type: 'item.started', item: message('m3') })), { items: [], turns: false });
+  assert.deepEqual(model.itemList().map((item) => item.id), ['m1', 'm2']);
+});
+
+test('a finished turn that changed files is revertible at its last item', () => {
+  const model = new ThreadModel(THREAD);
+  model.apply(...log(1, { type: 'turn.started', turn: turn() }, { type: 'item.completed', item: EDIT },
+    { type: 'item.completed', item: message('m', 'done', 'completed') }));
+  assert.deepEqual(model.revertibleTurns(), new Map());
+  model.apply(...log(4, { type: 'turn.completed', turn: turn('completed') },
+    { type: 'turn.started', turn: turn('in_progress', 'turn_2') },
+    { type: 'item.completed', item: { ...message('m2', 'no edits', 'completed'), turn_id: 'turn_2' } },
+    { type: 'turn.completed', turn: turn('completed', 'turn_2') }));
+  assert.deepEqual(model.revertibleTurns(), new Map([['m', { turnId: 'turn_1', files: 2 }]]));
 });

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { JSDOM } from 'jsdom';
 import { ChatView } from '../src/chatView';
 import { BeforeContent } from '../src/fileActions';
-import { itemHtml, itemView } from '../src/render';
+import { itemHtml, itemView, turnEndHtml } from '../src/render';
 import { approval, message } from './support/events';
 
 const SCRIPT = readFileSync(path.join(__dirname, '..', '..', 'media', 'chat.js'), 'utf8');
@@ -87,17 +87,17 @@ test('an approval button answers with the note, once', () => {
   assert.ok(Array.from(document.querySelectorAll('.buttons button')).every((b) => (b as HTMLButtonElement).disabled));
 });
 
-test('file buttons ask the extension to open, diff or revert', () => {
+test('file buttons ask the extension to open or diff a file, or revert the turn', () => {
   const { sent, deliver, document } = page();
   const change = itemHtml(itemView({ type: 'file_change', id: 'f', turn_id: 't', status: 'completed', call_id: 'c',
     tool: 'edit_file', arguments: {}, changes: [{ path: 'a.py', kind: 'update', diff: '@@ -1 +1 @@\n-a\n+b\n' }] }, none));
-  deliver({ type: 'upsert', items: [{ id: 'f', index: 0, html: change }] });
-  for (const action of ['openFile', 'openDiff', 'revert']) {
+  deliver({ type: 'upsert', items: [{ id: 'f', index: 0, html: change + turnEndHtml('turn_1', 1) }] });
+  for (const action of ['openFile', 'openDiff', 'revertTurn']) {
     (document.querySelector(`[data-action="${action}"]`) as HTMLButtonElement).click();
   }
   assert.deepEqual(sent.all.slice(1), [
     { type: 'openFile', path: 'a.py' },
     { type: 'openDiff', itemId: 'f', index: 0 },
-    { type: 'revert', itemId: 'f', index: 0 },
+    { type: 'revertTurn', turnId: 'turn_1' },
   ]);
 });

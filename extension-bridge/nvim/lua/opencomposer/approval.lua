@@ -1,4 +1,4 @@
--- `opencomposer/approval`: the server asks whether a tool call may run; the user answers
+-- `opencomposer/approval/request`: the server asks whether a tool call may run; the user answers
 -- through `vim.ui.select`, one prompt at a time.
 --
 -- vim.ui.select answers through a callback, but an LSP handler's return value is the reply.
@@ -41,7 +41,7 @@ local function next_prompt()
   end)
 end
 
---- The handler of `opencomposer/approval` requests.
+--- The handler of `opencomposer/approval/request` (the name the server advertises).
 function M.handler(_, params)
   local co, is_main = coroutine.running()
   local in_coroutine = co ~= nil and not is_main

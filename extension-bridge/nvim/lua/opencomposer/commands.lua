@@ -1,11 +1,13 @@
--- `:OpenComposer ask|fix|explain|stop|threads`. Each finds the server of the current buffer
--- (or of the chat shown in it) and sends one request; what the turn does arrives as events.
+-- `:OpenComposer ask|fix|explain|tests|undo|stop|threads`. Each finds the server of the
+-- current buffer (or of the chat shown in it) and sends one request; what a turn does arrives
+-- as events.
 --
 -- `ask` works in the thread of the chat buffer it is run from, else in the current thread of
 -- the buffer's workspace root (started on first use); while that thread's turn runs, the text
--- steers it instead. `fix` and `explain` run the server's own `opencomposer.fix` and
--- `opencomposer.explain` commands, which word the request; their thread becomes the root's
--- current thread.
+-- steers it instead. `fix`, `explain` and `tests` run the server's own `opencomposer.fix`,
+-- `.explain` and `.tests` commands, which word the request, in the root's current thread too,
+-- so they show in the same chat. `undo` puts back the files of the thread's last turn with
+-- edits.
 
 local client_mod = require('opencomposer.client')
 local state_mod = require('opencomposer.state')
@@ -69,12 +71,6 @@ local function started(client, thread_id, turn)
   local thread = state_mod.note_turn(oc().state, thread_id, turn)
   thread.client_id = client.id
   chat.open(thread_id)
-  if not thread.complete then -- a thread of the server's commands, followed from this turn on
-    client_mod.request(client, 'opencomposer/thread/read', { thread_id = thread_id }, function(read)
-      state_mod.load(oc().state, read)
-      chat.refresh(thread_id)
-    end)
-  end
 end
 
 local function with_thread(client, thread_id, callback)
@@ -142,9 +138,13 @@ local function lsp_diagnostic(d)
   }
 end
 
+--- Runs a server command in the root's current thread (started on first use).
 local function run_action(command, argument, client, buf)
-  client_mod.execute(client, { command = command, arguments = { argument } }, buf, function(result)
-    started(client, result.thread_id, { id = result.turn_id, thread_id = result.thread_id })
+  with_thread(client, M.current[client_mod.root(client)], function(id)
+    argument.thread_id = id
+    client_mod.execute(client, { command = command, arguments = { argument } }, buf, function(result)
+      started(client, id, { id = result.turn_id, thread_id = id })
+    end)
   end)
 end
 
@@ -165,20 +165,63 @@ function M.fix()
   }, client, buf)
 end
 
-function M.explain(_, opts)
+--- A command about the selected lines (the whole file without a range).
+local function on_lines(name, command, opts)
   local client, _, buf = context()
   if client == nil or buf == nil then
-    return fail('run explain from a file the server is attached to')
+    return fail(('run %s from a file the server is attached to'):format(name))
   end
-  -- The selected lines; the whole file without a range.
   local first, last = 1, vim.api.nvim_buf_line_count(buf)
   if opts.range and opts.range > 0 then
     first, last = opts.line1, opts.line2
   end
-  run_action('opencomposer.explain', {
+  run_action(command, {
     uri = vim.uri_from_bufnr(buf),
     range = { start = { line = first - 1, character = 0 }, ['end'] = { line = last, character = 0 } },
   }, client, buf)
+end
+
+function M.explain(_, opts)
+  on_lines('explain', 'opencomposer.explain', opts)
+end
+
+function M.tests(_, opts)
+  on_lines('tests', 'opencomposer.tests', opts)
+end
+
+local function undone(result)
+  local paths = vim.tbl_map(function(change)
+    return change.path
+  end, result.restored)
+  if #paths == 0 and #result.conflicts == 0 then
+    return vim.notify('opencomposer: nothing to undo')
+  end
+  local message = 'opencomposer: put back ' .. table.concat(paths, ', ')
+  if #result.conflicts == 0 then
+    return vim.notify(message)
+  end
+  vim.notify(('%s; left as they are (changed since the agent wrote them): %s'):format(
+    #paths > 0 and message or 'opencomposer: nothing put back',
+    table.concat(result.conflicts, ', ')
+  ), vim.log.levels.WARN)
+end
+
+--- Puts back the files the last turn (with edits) of the thread changed, through the same
+--- path as its edits: in the buffers of open files, on disk for the others.
+function M.undo()
+  local client, thread_id = context()
+  if client == nil then
+    return fail('no server for this buffer')
+  end
+  thread_id = thread_id or M.current[client_mod.root(client)]
+  if thread_id == nil then
+    return fail('no thread to undo: ask first')
+  end
+  client_mod.request(client, 'opencomposer/thread/undo', { thread_id = thread_id, scope = 'turn' },
+    undone, nil, function(err)
+      -- `conflict`: a turn is running, or every file changed since the agent wrote it.
+      fail('undo: ' .. (err.message or vim.inspect(err)))
+    end)
 end
 
 function M.stop()
@@ -204,22 +247,24 @@ end
 
 local function describe_thread(thread)
   local when = (thread.updated_at or ''):gsub('T', ' '):sub(1, 16)
-  local workspace = vim.fn.fnamemodify(thread.workspace, ':~')
-  return ('%s  ·  %s  ·  %s'):format(thread.title or thread.id, workspace, when)
+  return ('%s  ·  %s'):format(thread.title or thread.id, when)
 end
 
+--- The threads of the root of the current buffer (or chat); the one picked is read into a
+--- chat and followed from the snapshot on.
 function M.threads()
   local client = context()
   client = client or client_mod.clients()[1]
   if client == nil then
     return fail('no server is running: open a file first')
   end
-  client_mod.request(client, 'opencomposer/thread/list', {}, function(result)
+  local root = client_mod.root(client)
+  client_mod.request(client, 'opencomposer/thread/list', { workspace = root }, function(result)
     if #result.data == 0 then
-      return fail('no threads yet')
+      return fail('no threads in ' .. vim.fn.fnamemodify(root, ':~') .. ' yet')
     end
     vim.ui.select(result.data, {
-      prompt = 'opencomposer threads',
+      prompt = 'opencomposer threads in ' .. vim.fn.fnamemodify(root, ':~'),
       kind = 'opencomposer.threads',
       format_item = describe_thread,
     }, function(choice)
@@ -241,7 +286,15 @@ function M.threads()
   end)
 end
 
-local SUBCOMMANDS = { ask = M.ask, fix = M.fix, explain = M.explain, stop = M.stop, threads = M.threads }
+local SUBCOMMANDS = {
+  ask = M.ask,
+  fix = M.fix,
+  explain = M.explain,
+  tests = M.tests,
+  undo = M.undo,
+  stop = M.stop,
+  threads = M.threads,
+}
 M.names = vim.tbl_keys(SUBCOMMANDS)
 table.sort(M.names)
 

@@ -4,9 +4,10 @@
 -- A thread is { id, thread = the protocol Thread, turns = { turn, ... }, items = { [id] =
 -- item }, last_seq, complete }; a turn is the protocol Turn plus `items`, the ids of its items
 -- in log order. `complete`: everything from the thread's start is known (its events from
--- seq 1, or a `thread/read` answer); a thread followed from the middle is not. An item is
--- kept as the server sent it, with text deltas appended to `text` and command output deltas
--- to `live_output`, until `item.completed` replaces it.
+-- seq 1, or a `thread/read` answer); a thread followed from the middle (the server's own
+-- thread, when a code action runs in it) is not. An item is kept as the server sent it, with
+-- text deltas appended to `text` and command output deltas to `live_output`, until
+-- `item.completed` replaces it.
 
 local M = {}
 
@@ -115,8 +116,9 @@ function M.note_steer(state, thread_id, turn_id, item_id, input)
 end
 
 --- Takes in a `thread/read` answer: the thread's details, and its turns and items unless
---- they are all known already. Events up to the answer's `last_seq` are in it; later ones
---- apply on top.
+--- they are all known already (streamed state keeps the text of running items, which a
+--- snapshot may lack). Events up to the answer's `last_seq` are in it: subscribe after
+--- `thread.last_seq` to follow it from there.
 function M.load(state, response)
   local thread = M.thread(state, response.thread.id)
   thread.thread = response.thread
@@ -124,7 +126,9 @@ function M.load(state, response)
     return thread
   end
   thread.complete = true
-  thread.last_seq = math.max(thread.last_seq, response.last_seq or 0)
+  -- Events past the snapshot that arrived before it are dropped with the old state here, and
+  -- sent again by the subscription.
+  thread.last_seq = response.last_seq
   thread.turns, thread.turn_by_id, thread.items = {}, {}, {}
   for _, turn in ipairs(response.turns or {}) do
     merge_turn(thread, turn)

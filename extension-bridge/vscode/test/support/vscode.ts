@@ -37,6 +37,7 @@ export const stub = {
   window: {
     showWarningMessage: (async () => undefined) as Handler,
     showErrorMessage: (async () => undefined) as Handler,
+    showInformationMessage: (async () => undefined) as Handler,
     showTextDocument: (async () => undefined) as Handler,
   },
   commands: {

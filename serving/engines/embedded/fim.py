@@ -4,9 +4,9 @@ Code models learn FIM with three sentinel tokens and a fixed order (prefix, suff
 "PSM"); each family names its sentinels differently, so the format is found in the model's own
 vocabulary rather than configured. The sentinels are placed as token ids around separately
 encoded text, as the models were trained, and the text is encoded with special tokens read as
-plain characters, so a file that happens to contain a sentinel's spelling cannot move the hole. A model with no FIM sentinels (SmolLM2's tokenizer has none)
-continues the prefix, which is still a useful completion at the end of a line; the caller
-trims what repeats the suffix.
+plain characters, so a file that happens to contain a sentinel's spelling cannot move the
+hole. A model with no FIM sentinels (SmolLM2's tokenizer has none) continues the prefix, which
+is still a useful completion at the end of a line; the caller trims what repeats the suffix.
 """
 
 from collections.abc import Collection, Iterable

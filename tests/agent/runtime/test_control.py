@@ -97,6 +97,20 @@ async def test_one_turn_at_a_time(make_runtime, repo: Path) -> None:
     await session.interrupt(turn.id)
 
 
+async def test_two_requests_at_once_start_one_turn(make_runtime, repo: Path) -> None:
+    """Starting a turn awaits the workspace facts (git): a second request arriving then must
+    not start a second turn beside it."""
+    engine = ScriptedEngine([Reply(text="one answer"), Reply(text="never asked")])
+    session = await make_runtime(engine).start_thread(repo)
+    outcomes = await asyncio.gather(session.start_turn(text("one")),
+                                    session.start_turn(text("two")), return_exceptions=True)
+    started = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, SessionError)]
+    assert len(started) == 1 and len(refused) == 1
+    await session.wait(started[0].id)
+    assert len(engine.requests) == 1
+
+
 DELETE = call("run_terminal", command="rm -rf build")
 ASK_WRITES = ApprovalPolicy(writes_workspace=ApprovalMode.ask)
 

@@ -127,25 +127,35 @@ async def test_a_turn_streams_its_events_as_sse(serve, workspace: Path) -> None:
             assert [i["id"] for i in read["turns"][0]["items"]] == [i["id"] for i in items]
 
 
+SLOW_ANSWER = [Reply(text="a fairly long answer streamed slowly, piece by piece", delay=0.03)]
+
+
+async def drop_and_resume(http: httpx.AsyncClient, thread_id: str,
+                          resume: Callable[[int], dict[str, Any]]) -> int:
+    """Start a turn, drop its stream five events in, and read the rest from the thread's event
+    stream, asking with the request options `resume(id of the last event seen)`. The two parts
+    are the whole log after thread.started, without gap or repeat; returns the last event's id."""
+    first: list[Frame] = []
+    async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
+                           json={"input": text("talk")}) as response:
+        async for frame in frames(response):
+            first.append(frame)
+            if len(first) == 5:
+                break  # the connection drops mid-turn
+    async with http.stream("GET", f"/v1/threads/{thread_id}/events/stream",
+                           **resume(first[-1].id)) as response:
+        rest = [f async for f in frames(response)]
+    assert rest[-1].event == "turn.completed"
+    assert [f.data for f in first + rest] == await event_log(http, thread_id, 1)
+    return rest[-1].id
+
+
 async def test_last_event_id_resumes_without_gap_or_repeat(serve, workspace: Path) -> None:
-    replies = [Reply(text="a fairly long answer streamed slowly, piece by piece", delay=0.03)]
-    with serve(replies) as (url, _):
+    with serve(SLOW_ANSWER) as (url, _):
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
-            first: list[Frame] = []
-            async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                                   json={"input": text("talk")}) as response:
-                async for frame in frames(response):
-                    first.append(frame)
-                    if len(first) == 5:
-                        break  # the connection drops mid-turn
-            headers = {"Last-Event-ID": str(first[-1].id)}
-            async with http.stream("GET", f"/v1/threads/{thread_id}/events/stream",
-                                   headers=headers) as response:
-                rest = [f async for f in frames(response)]
-            assert rest[-1].event == "turn.completed"
-            union = [f.data for f in first + rest]
-            assert union == await event_log(http, thread_id, 1)
+            last = await drop_and_resume(
+                http, thread_id, lambda seen: {"headers": {"Last-Event-ID": str(seen)}})
 
             # Idle: only what was missed, then the stream ends.
             async with http.stream("GET", f"/v1/threads/{thread_id}/events/stream",
@@ -153,32 +163,20 @@ async def test_last_event_id_resumes_without_gap_or_repeat(serve, workspace: Pat
                 replay = [f.data async for f in frames(response)]
             assert replay == await event_log(http, thread_id)
             up_to_date = await http.get(f"/v1/threads/{thread_id}/events/stream",
-                                        headers={"Last-Event-ID": str(rest[-1].id)})
+                                        headers={"Last-Event-ID": str(last)})
             assert up_to_date.status_code == 200 and up_to_date.text == ""
 
 
 async def test_after_seq_stands_in_for_last_event_id(serve, workspace: Path) -> None:
     """For a browser's EventSource, which cannot set a header on its first connection."""
-    replies = [Reply(text="a fairly long answer streamed slowly, piece by piece", delay=0.03)]
-    with serve(replies) as (url, _):
+    with serve(SLOW_ANSWER) as (url, _):
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
-            first: list[Frame] = []
-            async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                                   json={"input": text("talk")}) as response:
-                async for frame in frames(response):
-                    first.append(frame)
-                    if len(first) == 5:
-                        break  # the connection drops mid-turn
-            stream = f"/v1/threads/{thread_id}/events/stream"
-            async with http.stream("GET", stream,
-                                   params={"after_seq": first[-1].id}) as response:
-                rest = [f async for f in frames(response)]
-            assert rest[-1].event == "turn.completed"
-            assert [f.data for f in first + rest] == await event_log(http, thread_id, 1)
+            last = str(await drop_and_resume(
+                http, thread_id, lambda seen: {"params": {"after_seq": seen}}))
 
             # The header wins over the query: a reconnecting EventSource sends both.
-            last = str(rest[-1].id)
+            stream = f"/v1/threads/{thread_id}/events/stream"
             both = await http.get(stream, params={"after_seq": 0},
                                   headers={"Last-Event-ID": last})
             assert both.status_code == 200 and both.text == ""

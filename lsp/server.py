@@ -33,7 +33,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
-from pygls.workspace import TextDocument, Workspace
+from pygls.workspace import Workspace
 
 from opencomposer import __version__
 from opencomposer.agent.api import AgentAPI
@@ -49,6 +49,7 @@ from opencomposer.lsp.edits import EditorWriter
 from opencomposer.lsp.turn_feedback import TurnFeedback
 from opencomposer.lsp.wire import REQUEST_FAILED, plain_json, session_error
 from opencomposer.serving.engines.base import Engine
+from opencomposer.serving.engines.errors import EngineError
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,15 @@ class GuardedProtocol(LanguageServerProtocol):
         result.capabilities.experimental = protocol_capabilities()
         return result
 
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """pygls puts the traceback of a handler's unexpected exception in the error it sends;
+        it goes to the log instead, and the client gets the message."""
+        if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
+            log.error("a handler failed: %s\n%s", error.message,
+                      "".join(error.data["traceback"]))
+            error = lsp.ResponseError(code=error.code, message=error.message)
+        super()._send_response(msg_id, result, error)
+
     def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         future = self._request_futures.get(msg_id)
         if future is not None and future.done():
@@ -140,7 +150,7 @@ class OpenComposerServer(LanguageServer):
         self.runtime: AgentRuntime | None = None
         self.api: AgentAPI | None = None
         self.completer: InlineCompleter | None = None
-        self.commands_ = EditorCommands(self)
+        self.editor_commands = EditorCommands(self)
         self._register()
 
     # ------------------------------------------------------------------ lifecycle
@@ -319,9 +329,9 @@ class OpenComposerServer(LanguageServer):
         @self.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
             code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Refactor]))
         def code_action(params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-            return self.commands_.code_actions(params)
+            return self.editor_commands.code_actions(params)
 
-        for name, handler in self.commands_.handlers().items():
+        for name, handler in self.editor_commands.handlers().items():
             self.command(name)(_plain_function(handler))
         for method in AgentAPI.METHODS:
             self.feature(METHOD_PREFIX + method)(self._agent_method(method))
@@ -363,12 +373,14 @@ class OpenComposerServer(LanguageServer):
         document = self.workspace.get_text_document(uri)
         related = [d for d in self.workspace.text_documents.values()
                    if d.uri != uri and d.language_id == document.language_id]
-        root = self.commands_.root_of(document)
-        return await self.completer.complete(document, position, related=related,
-                                             workspace_root=root)
-
-    def document(self, uri: str) -> TextDocument:
-        return self.workspace.get_text_document(uri)
+        # A file opened on its own (no folder) still gets completions, with absolute paths.
+        root = self.editor_commands.root_of(document) if self.folders() else None
+        try:
+            return await self.completer.complete(document, position, related=related,
+                                                 workspace_root=root)
+        except EngineError as exc:  # no model, a server down: say so, not a traceback
+            raise JsonRpcException(exc.message, code=REQUEST_FAILED,
+                                   data={"kind": exc.kind}) from None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A message that could not be read (malformed JSON, params of the wrong shape) gets

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcRequestCancelled
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from opencomposer.agent.traces.store import TraceStore
@@ -269,3 +269,16 @@ async def test_accepting_an_item_is_recorded_in_the_trace_store(start_editor):
     assert record is not None
     assert [event.kind for event in record.events] == ["accepted"]
     store.close()
+
+
+async def test_an_engine_failure_is_a_request_error_without_a_traceback(start_editor):
+    # A script with no reply: the engine refuses the request.
+    editor = await start_editor(with_inline_completion(lsp.PositionEncodingKind.Utf16))
+    position = editor.open("a.py", f"x = {CARET}\n")
+
+    with pytest.raises(JsonRpcException) as failed:
+        await editor.inline("a.py", position)
+
+    assert failed.value.code == -32803
+    assert "the script has only 0 replies" in failed.value.message
+    assert failed.value.data == {"kind": "engine_bad_request"}

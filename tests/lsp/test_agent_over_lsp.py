@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
-from support.lsp_editor import PROJECT, Editor, as_json, until
+from support.lsp_editor import PROJECT, Editor, as_json, text_edits, until
 from support.scripted_engine import call
 
 from opencomposer import __version__
@@ -356,3 +356,19 @@ async def test_protocol_errors_carry_their_kind(launch, tmp_path):
     assert await error_of(editor, "thread/start", {"workspace": str(tmp_path)}) == (
         -32803, {"kind": "forbidden"})
     assert (await error_of(editor, "thread/delete", {"thread_id": thread_id}))[0] == -32601
+
+
+async def test_a_turn_edits_two_open_files_through_the_editor(launch, profile, workspace):
+    editor = await launch(profile)
+    app, util = editor.open(APP), editor.open(UTIL)
+
+    turn = await run_turn(editor, "Fix the typo and double by adding",
+                          {"calls": [FIX_TYPO, DOUBLE_BY_ADDING]}, {"text": "Done."})
+
+    assert turn["status"] == "completed"
+    edited = [uri for params in editor.edits for uri, _ in text_edits(params.edit)]
+    assert edited == [app.uri, util.uri]  # one workspace/applyEdit per file, in call order
+    assert (app.text, util.text) == (FIXED_APP_TEXT, UTIL_TEXT.replace("x * 2", "x + x"))
+    # Nothing reached the disk: the buffers hold the changes until the user saves.
+    assert ((workspace / APP).read_text(), (workspace / UTIL).read_text()) == (APP_TEXT,
+                                                                               UTIL_TEXT)

@@ -1,5 +1,5 @@
-"""`opencomposer traces list|show|export|consent`: the recorded threads, their export as
-training data, and per-workspace training consent.
+"""`opencomposer traces list|show|export|consent|completions`: the recorded threads, their
+export as training data, per-workspace training consent, and the inline completions offered.
 
 The store is `<home>/traces.db`. Only `consent` creates it: reading commands report that
 there are no traces yet instead of leaving an empty database behind.
@@ -76,6 +76,42 @@ def list_traces(
         table.add_row(row["id"], updated, escape(row["title"] or ""), escape(row["workspace"]),
                       str(row["turns"]))
     out.print(table)
+
+
+@traces_app.command("completions")
+def completions(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1,
+                                       help="Most completions to list.")] = 20,
+    config: ConfigOverrides = None,
+    json: Json = False,
+) -> None:
+    """Inline completions offered in editors, newest first, with what became of each
+    (shown, accepted, partially accepted, rejected) and the acceptance rate."""
+    with _opened(None, config) as store:
+        records = [] if store is None else store.completions(limit)
+    rows = [{"id": r.id, "at": r.at.isoformat(), "path": r.path, "model": r.model,
+             "text": r.text, "duration_ms": r.duration_ms,
+             "events": [e.kind for e in r.events]} for r in records]
+    if json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no completions yet")
+        return
+    shown = [r for r in rows if r["events"]]  # the editor said what became of these
+    taken = [r for r in shown if {"accepted", "partially_accepted"} & set(r["events"])]
+    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
+    for column in ("at", "path", "text", "ms", "outcome"):
+        table.add_column(column, overflow="fold", justify="right" if column == "ms" else "left")
+    for row in rows:
+        at = datetime.fromisoformat(row["at"]).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        first_line = row["text"].splitlines()[0] if row["text"] else ""
+        table.add_row(at, escape(row["path"]), escape(first_line[:60]), str(row["duration_ms"]),
+                      ", ".join(row["events"]) or "-")
+    out.print(table)
+    if shown:
+        out.print(f"accepted {len(taken)} of {len(shown)} with an outcome "
+                  f"({len(taken) / len(shown):.0%})")
 
 
 @traces_app.command("show")

@@ -31,7 +31,7 @@ from opencomposer.agent.protocol.items import (
 )
 from opencomposer.agent.protocol.threads import StopReason, Thread, Turn, TurnStatus
 from opencomposer.agent.traces.export import thread_record
-from opencomposer.agent.traces.store import ModelCallRecord, TraceStore
+from opencomposer.agent.traces.store import CompletionRecord, ModelCallRecord, TraceStore
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -227,3 +227,25 @@ def test_a_store_from_a_newer_version_is_one_line_and_exit_1(filled: Path):
     proc = run(filled.parent, "list", rc=1)
     assert proc.stderr.startswith("opencomposer: ")
     assert "newer opencomposer" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_completions_list_what_became_of_each(home: Path):
+    assert run(home, "completions").stdout == "no completions yet\n"
+    store = TraceStore(home / "traces.db")
+    for number, (text, outcome) in enumerate([("return a + b\n", "accepted"),
+                                              ("pass", "rejected"), ("x = 1", None)]):
+        store.record_completion(CompletionRecord(
+            id=f"c{number}", path="src/app.py", text=text, prefix_length=100,
+            suffix_length=10, duration_ms=40 + number, model="m", at=at(number)))
+        if outcome:
+            store.record_completion_event(f"c{number}", "shown")
+            store.record_completion_event(f"c{number}", outcome)
+    store.close()
+
+    listed = json.loads(run(home, "completions", "--json").stdout)
+    printed = run(home, "completions").stdout
+
+    assert [(c["id"], c["events"]) for c in listed] == [
+        ("c2", []), ("c1", ["shown", "rejected"]), ("c0", ["shown", "accepted"])]
+    assert "return a + b" in printed and "shown, accepted" in printed
+    assert printed.rstrip().endswith("accepted 1 of 2 with an outcome (50%)")

@@ -394,10 +394,9 @@ class ThreadSession:
     def _record_followup(self) -> None:
         """When the user comes back with another request, note what became of the previous
         turn's edits: kept as written, reverted, or changed since."""
-        turns = self.store.turns(self.thread.id)
-        if not turns:
+        previous = self.store.last_turn_id(self.thread.id)
+        if previous is None:
             return
-        previous = turns[-1].id
         self.store.record_outcome(Outcome(self.thread.id, "user_followup", turn_id=previous))
         for outcome in edit_outcomes(self.harness, self.thread.id, previous):
             self.store.record_outcome(outcome)
@@ -405,9 +404,9 @@ class ThreadSession:
     def _record_session_end(self) -> None:
         """The client is going with no further request: note what became of the last turn's
         edits now (an editor's unsaved buffers included), as the follow-up would have."""
-        turns = self.store.turns(self.thread.id)
-        if turns and self._turns_started:
-            for outcome in edit_outcomes(self.harness, self.thread.id, turns[-1].id,
+        last = self.store.last_turn_id(self.thread.id)
+        if last is not None and self._turns_started:
+            for outcome in edit_outcomes(self.harness, self.thread.id, last,
                                          when="session_end"):
                 self.store.record_outcome(outcome)
 

@@ -47,7 +47,6 @@ class AgentLink:
         self.speaks_protocol = speaks_protocol
         self.hooks: list[EventHook] = []
         self._followed: dict[str, asyncio.Task[None]] = {}
-        self._asking: set[asyncio.Task[None]] = set()
         self._pending: dict[str, asyncio.Task[None]] = {}
         """Approval questions the client has not answered yet, by approval item id."""
 
@@ -71,7 +70,7 @@ class AgentLink:
         return task is not None and not task.done()
 
     async def close(self) -> None:
-        tasks = [*self._followed.values(), *self._asking]
+        tasks = [*self._followed.values(), *self._pending.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -102,9 +101,7 @@ class AgentLink:
     def _ask(self, session: ThreadSession, item: ApprovalRequestItem) -> None:
         # Asked in a task of its own: the events keep flowing while the user decides.
         task = asyncio.create_task(self._answer(session, item), name=f"approval {item.id}")
-        self._asking.add(task)
         self._pending[item.id] = task
-        task.add_done_callback(self._asking.discard)
         task.add_done_callback(lambda _: self._pending.pop(item.id, None))
 
     async def _request(self, method: str, params: Any) -> Any:

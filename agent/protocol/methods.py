@@ -88,16 +88,18 @@ class ThreadSubscribeResponse(ProtocolModel):
     """`seq` of the thread's last event when the subscription started."""
 
 
-class ThreadUndoParams(ProtocolModel):
-    thread_id: str
-    """The thread whose edits to undo."""
-
+class UndoScope(ProtocolModel):
     scope: Literal["edit", "turn", "thread"] = "turn"
     """The agent's last edit, a turn's edits (the last turn unless `turn_id`), or all of the
     thread's."""
 
     turn_id: str | None = None
     """With scope `turn`: which turn."""
+
+
+class ThreadUndoParams(UndoScope):
+    thread_id: str
+    """The thread whose edits to undo."""
 
 
 class ThreadUndoResponse(ProtocolModel):

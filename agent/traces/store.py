@@ -349,6 +349,12 @@ class TraceStore:
         ).fetchall()
         return [_ITEM.validate_json(row[0]) for row in rows]
 
+    def last_turn_id(self, thread_id: str) -> str | None:
+        """The thread's latest turn, without reading the turns and their items."""
+        row = self._db.execute("SELECT id FROM turns WHERE thread_id = ? ORDER BY position DESC "
+                               "LIMIT 1", (thread_id,)).fetchone()
+        return row[0] if row else None
+
     def turns(self, thread_id: str) -> list[TurnWithItems]:
         turns = [
             TurnWithItems.model_validate_json(row[0])

@@ -15,7 +15,7 @@ for a conflict (a turn already running), 400 for a malformed or invalid request.
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -23,13 +23,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
-from opencomposer.agent.api import AgentAPI, allowed_workspace
+from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.eventlog import Subscription
 from opencomposer.agent.protocol.common import ProtocolModel
 from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
 from opencomposer.agent.protocol.items import ApprovalDecision, UserInput
 from opencomposer.agent.protocol.methods import (
     ApprovalRespondResponse,
+    ThreadEventsParams,
     ThreadEventsResponse,
     ThreadListParams,
     ThreadListResponse,
@@ -41,6 +42,7 @@ from opencomposer.agent.protocol.methods import (
     ThreadUndoResponse,
     TurnInterruptResponse,
     TurnSteerResponse,
+    UndoScope,
 )
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError, ThreadSession
@@ -138,13 +140,9 @@ def require_thread(runtime: AgentRuntime, thread_id: str) -> None:
 
 
 @router.post("/threads")
-async def start_thread(params: ThreadStartParams, runtime: Runtime) -> ThreadStartResponse:
+async def start_thread(params: ThreadStartParams, methods: Methods) -> ThreadStartResponse:
     """The workspace must lie inside one of `server.workspace_roots`."""
-    workspace = allowed_workspace(params.workspace, runtime.settings.server.workspace_roots)
-    session = await runtime.start_thread(workspace, title=params.title,
-                                         model=params.model,
-                                         approval_policy=params.approval_policy)
-    return ThreadStartResponse(thread=session.thread)
+    return await methods.thread_start(params)
 
 
 @router.get("/threads")
@@ -155,25 +153,14 @@ async def list_threads(methods: Methods, cursor: str | None = None,
                                                       workspace=workspace))
 
 
-
-
 @router.get("/threads/{thread_id}")
 async def read_thread(thread_id: str, methods: Methods) -> ThreadReadResponse:
     """The thread, its turns and items, and the `seq` to resume its event stream after."""
     return await methods.thread_read(ThreadReadParams(thread_id=thread_id))
 
 
-class UndoBody(ProtocolModel):
-    scope: Literal["edit", "turn", "thread"] = "turn"
-    """The agent's last edit, a turn's edits (the last turn unless `turn_id`), or all of the
-    thread's."""
-
-    turn_id: str | None = None
-    """With scope `turn`: which turn."""
-
-
 @router.post("/threads/{thread_id}/undo")
-async def undo(thread_id: str, body: UndoBody, methods: Methods) -> ThreadUndoResponse:
+async def undo(thread_id: str, body: UndoScope, methods: Methods) -> ThreadUndoResponse:
     """Put back the agent's edits; files changed since it wrote them are reported (409 while
     a turn runs)."""
     return await methods.thread_undo(ThreadUndoParams(thread_id=thread_id,
@@ -181,13 +168,12 @@ async def undo(thread_id: str, body: UndoBody, methods: Methods) -> ThreadUndoRe
 
 
 @router.get("/threads/{thread_id}/events")
-async def thread_events(thread_id: str, runtime: Runtime,
+async def thread_events(thread_id: str, methods: Methods,
                         after_seq: Annotated[int, Query(ge=0)] = 0,
                         limit: Annotated[int, Query(ge=1, le=10000)] = 1000
                         ) -> ThreadEventsResponse:
-    require_thread(runtime, thread_id)
-    events = runtime.store.events(thread_id, after_seq, limit + 1)
-    return ThreadEventsResponse(events=events[:limit], has_more=len(events) > limit)
+    return await methods.thread_events(ThreadEventsParams(thread_id=thread_id,
+                                                          after_seq=after_seq, limit=limit))
 
 
 # ---------------------------------------------------------------------- streams

@@ -18,6 +18,7 @@ import pytest
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
+from support.lsp_editor import units
 
 from opencomposer.agent.traces.store import TraceStore
 from opencomposer.lsp.completion import ACCEPTED_COMMAND
@@ -38,15 +39,6 @@ def accepted(result: lsp.InlineCompletionList | lsp.CompletionList) -> lsp.Comma
     assert item.command is not None and len(item.command.arguments[0]) == 32
     return lsp.Command(title="accepted", command=ACCEPTED_COMMAND,
                        arguments=(item.command.arguments[0],))
-
-
-def units(text: str, encoding: str) -> int:
-    """Length of `text` in the encoding's code units, counted here rather than by pygls."""
-    if encoding == lsp.PositionEncodingKind.Utf8:
-        return len(text.encode("utf-8"))
-    if encoding == lsp.PositionEncodingKind.Utf16:
-        return len(text.encode("utf-16-le")) // 2
-    return len(text)
 
 
 def with_inline_completion(encoding: str) -> lsp.ClientCapabilities:

@@ -42,6 +42,7 @@ USER_ONLY_KEYS = (
     "engine.api_key",
     "engine.sglang_launch",
     "tools.allow_network",
+    "tools.sandbox",
     "agent.approval",
 )
 
@@ -127,7 +128,22 @@ class ServerSettings(Section):
     """TCP port of the HTTP server (0 picks a free one)."""
 
     token: SecretStr | None = None
-    """Bearer token clients must send. Required when `host` is not a loopback address."""
+    """Bearer token clients must send. Unset: one is generated once, kept in
+    `<home>/server-token` (mode 0600) and printed at start-up."""
+
+    auth: Literal["token", "none"] = "token"
+    """`token`: every API request carries `Authorization: Bearer <token>`, on loopback too (any
+    local process and, through DNS rebinding, any web page can reach 127.0.0.1). `none` is
+    accepted only while `host` is a loopback address."""
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names (as in the `Host` header, without the port) accepted besides loopback names
+    and addresses, e.g. the name of a reverse proxy. Any other Host is refused (403): that is
+    what defeats DNS rebinding."""
+
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Browser origins (`scheme://host[:port]`) allowed to call the API besides the server's
+    own page. A request with any other `Origin` is refused (403)."""
 
     workspace_roots: list[Path] = Field(default_factory=lambda: [Path.home()])
     """Folders under which clients may open a workspace (symlinks resolved): a thread's
@@ -135,6 +151,35 @@ class ServerSettings(Section):
 
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """Largest request body accepted; a bigger one is refused with 413 before it is read."""
+
+
+class SandboxSettings(Section):
+    env: list[str] = Field(default_factory=list)
+    """Environment variables passed to commands besides the built-in allow-list (PATH, HOME,
+    LANG, LC_*, TERM, toolchain folders, ...): names, or patterns such as `MYAPP_*`. Anything
+    else in the server's environment never reaches a command."""
+
+    expose: list[Path] = Field(default_factory=list)
+    """Host folders or files shown read-only to commands although they lie in a hidden place
+    (the home folders are hidden except the toolchains on PATH and the Python in use)."""
+
+    max_processes: int = Field(default=1024, ge=16)
+    """Processes and threads one command may have at once; reaching it kills the command (a
+    fork bomb is stopped within a fraction of a second)."""
+
+    max_memory_bytes: int | None = Field(default=None, ge=64 * 1024 * 1024)
+    """Memory one command may use, all its processes together; unset: half of this machine's
+    memory."""
+
+    max_file_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    """Largest file a command may write (a runaway log would fill the disk otherwise)."""
+
+    max_cpu_seconds: int = Field(default=2 * 60 * 60, ge=1)
+    """CPU time one process of a command may use before it is stopped."""
+
+    max_lifetime: float = Field(default=3600.0, gt=0)
+    """Seconds a command may run, in the foreground or as a background job, before it is
+    killed."""
 
 
 class ToolSettings(Section):
@@ -155,6 +200,9 @@ class ToolSettings(Section):
     secret_env: list[str] = Field(default_factory=list)
     """Extra environment variable names to remove from commands' environment and mask in
     their output (names ending in _TOKEN, _KEY, _SECRET, _PASSWORD are always removed)."""
+
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    """What commands see and may use; only the user's own config may set it."""
 
 
 class AgentSettings(Section):

@@ -245,7 +245,7 @@ class ToolHarness:
 
     @cached_property
     def sandbox(self) -> Sandbox:
-        return detect_sandbox(self.workspace.root, self.data_dir)
+        return detect_sandbox(self.workspace.root, self.data_dir, self.settings.sandbox)
 
     @cached_property
     def jobs(self) -> JobManager:
@@ -253,7 +253,8 @@ class ToolHarness:
         for secret in [*secrets, *dotenv_secret_values(self.workspace.root)]:
             self.redactor.add(secret)
         return JobManager(self.sandbox, self.workspace.root, env, self.redactor,
-                          output_cap=self.settings.output_cap)
+                          output_cap=self.settings.output_cap,
+                          max_lifetime=self.settings.sandbox.max_lifetime)
 
     # ------------------------------------------------------------------ code indexes
 

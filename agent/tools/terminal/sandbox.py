@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from opencomposer.config import SandboxSettings
 from opencomposer.paths import find_program, user_config_file
 
 # A command may burn two CPU-hours before SIGXCPU: far past any build or test suite, short
@@ -119,11 +120,13 @@ class BubblewrapSandbox:
     )
 
     def __init__(
-        self, workspace_root: Path, bwrap_path: Path, masked_paths: Iterable[Path]
+        self, workspace_root: Path, bwrap_path: Path, masked_paths: Iterable[Path],
+        settings: SandboxSettings | None = None,
     ) -> None:
         self.workspace_root = workspace_root.resolve()
         self.bwrap_path = bwrap_path
         self.masked_paths = list(masked_paths)
+        self.settings = settings or SandboxSettings()
 
     def _masks(self) -> list[str]:
         """Overlay arguments for the masked paths that exist now. Paths under /tmp are
@@ -196,7 +199,8 @@ class FallbackSandbox:
 
     name = "fallback"
 
-    def __init__(self, reason: str = "") -> None:
+    def __init__(self, reason: str = "", settings: SandboxSettings | None = None) -> None:
+        self.settings = settings or SandboxSettings()
         why = f" ({reason})" if reason else ""
         self.description = (
             f"fallback{why}: NOT isolated; commands can read and change any file this user "
@@ -246,10 +250,12 @@ def _cached_probe() -> tuple[Path | None, bool, str]:
     return bwrap, works, detail
 
 
-def detect_sandbox(workspace_root: Path, data_dir: Path) -> Sandbox:
+def detect_sandbox(workspace_root: Path, data_dir: Path,
+                   settings: SandboxSettings | None = None) -> Sandbox:
     """Bubblewrap when it can start a sandbox here, else the fallback, whose description
     carries the reason. The probe runs once per process."""
     bwrap, works, detail = _cached_probe()
     if works and bwrap is not None:
-        return BubblewrapSandbox(workspace_root, bwrap, default_masked_paths(Path.home(), data_dir))
-    return FallbackSandbox(f"bubblewrap unavailable: {detail}")
+        return BubblewrapSandbox(workspace_root, bwrap, default_masked_paths(Path.home(), data_dir),
+                                 settings)
+    return FallbackSandbox(f"bubblewrap unavailable: {detail}", settings)

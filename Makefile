@@ -73,6 +73,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/opencomposer models init tiny-moe
 	$(BIN)/opencomposer bench tools
 	$(BIN)/opencomposer bench agent
+	$(BIN)/opencomposer bench security
 	$(BIN)/opencomposer engine bench
 
 clean:

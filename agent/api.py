@@ -39,33 +39,7 @@ from opencomposer.agent.protocol.methods import (
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.tools.errors import ToolError
-
-
-def resolved_folder(path: str) -> Path:
-    """`path` made absolute with symlinks resolved, as threads record their workspace."""
-    try:
-        return Path(path).expanduser().resolve()
-    except (ValueError, OSError, RuntimeError) as exc:
-        # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
-        raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
-                           kind="invalid_request") from None
-
-
-def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
-    """The resolved folder `path` names, if it lies inside one of `roots`: a client must not
-    be able to point the agent at any folder the server's user can reach."""
-    workspace = resolved_folder(path)
-    try:
-        is_dir = workspace.is_dir()
-    except OSError as exc:
-        raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
-                           kind="invalid_request") from None
-    if not any(workspace.is_relative_to(root.expanduser().resolve()) for root in roots):
-        raise SessionError(f"{path} is outside the folders this server may open",
-                           kind="forbidden")
-    if not is_dir:
-        raise SessionError(f"workspace {path} is not a folder", kind="invalid_request")
-    return workspace
+from opencomposer.agent.workspace_policy import allowed_workspace, resolved_folder
 
 
 class AgentAPI:
@@ -134,7 +108,8 @@ class AgentAPI:
             outcome = await session.undo(params.scope, params.turn_id)
         except ToolError as exc:
             raise SessionError(exc.message, kind="conflict") from None
-        return ThreadUndoResponse(restored=outcome.restored, conflicts=outcome.conflicts)
+        return ThreadUndoResponse(restored=outcome.restored, conflicts=outcome.conflicts,
+                                  unrestorable=outcome.unrestorable)
 
     async def thread_events(self, params: ThreadEventsParams) -> ThreadEventsResponse:
         if self.runtime.store.thread(params.thread_id) is None:

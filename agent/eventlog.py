@@ -1,4 +1,13 @@
-"""A thread's event log: numbers each event, stores it, then hands it to subscribers.
+"""A thread's event log: redacts each event, numbers it, stores it, then hands it to
+subscribers.
+
+Redaction happens here, once, with the thread's redactor: the one redacted event is what the
+store keeps, what every subscriber (SSE, LSP, the CLI, a web page) receives and what the
+session keeps in memory, so no path out of the process sees text the store would not.
+Streamed text goes through a `StreamRedactor` per open item and stream, so a secret split
+across deltas is never sent in pieces; what it holds back goes out as a last delta just
+before the item completes. The workspace's secret files are re-read (throttled) before each
+event, and what a tool call that may write one holds is learnt before the call is announced.
 
 Storing comes first, so a client never sees an event the store does not have. A subscriber
 first replays the stored events after the `seq` it names, then receives live ones, with no
@@ -12,8 +21,17 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from opencomposer.agent.protocol.events import Event
+from opencomposer.agent.protocol.common import ActionClass
+from opencomposer.agent.protocol.events import (
+    Event,
+    ItemCompletedEvent,
+    ItemDeltaEvent,
+    ItemStartedEvent,
+)
+from opencomposer.agent.protocol.items import ItemDelta, ToolCallFields
+from opencomposer.agent.tools.secret_files import SecretFiles
 from opencomposer.agent.traces.store import TraceStore
+from opencomposer.redact import Redactor, StreamRedactor
 
 # Live events a subscriber may have unread before it switches to reading from the store.
 QUEUE_LIMIT = 4096
@@ -72,11 +90,15 @@ class Subscription:
 
 
 class ThreadLog:
-    def __init__(self, store: TraceStore, thread_id: str) -> None:
+    def __init__(self, store: TraceStore, thread_id: str, redactor: Redactor | None = None,
+                 secret_files: SecretFiles | None = None) -> None:
         self.store = store
         self.thread_id = thread_id
+        self.redactor = redactor or Redactor()
+        self.secret_files = secret_files
         self._seq = store.last_seq(thread_id)
         self._subscribers: list[Subscription] = []
+        self._streams: dict[tuple[str, str], tuple[str, ItemDelta, StreamRedactor]] = {}
         self.on_unsubscribe: Callable[[], None] | None = None
 
     @property
@@ -84,12 +106,50 @@ class ThreadLog:
         return self._seq
 
     def emit(self, kind: type[Event], **fields: Any) -> Event:  # type: ignore[valid-type]
+        """Redact, store and publish one event. Completing an item first sends what its
+        streams still hold."""
+        self._refresh()
+        item = fields.get("item")
+        if kind is ItemCompletedEvent and item is not None:
+            self._flush(item.id)
+        if (kind is ItemStartedEvent and isinstance(item, ToolCallFields)
+                and item.action_class != ActionClass.read_only and self.secret_files is not None):
+            self.secret_files.note_call([item.arguments, item.arguments_text])
         event = kind(seq=self._seq + 1, thread_id=self.thread_id, **fields)
+        return self._publish(self.redactor.redact_data(event))
+
+    def stream(self, turn_id: str, item_id: str, delta: ItemDelta) -> None:
+        """Stream more of an item: what can safely go out now goes out as a delta."""
+        self._refresh()
+        key = (item_id, getattr(delta, "stream", delta.kind))
+        if key not in self._streams:
+            self._streams[key] = (turn_id, delta, StreamRedactor(self.redactor))
+        text = self._streams[key][2].push(delta.text)
+        if text:
+            self._publish_delta(turn_id, item_id, delta, text)
+
+    def _flush(self, item_id: str) -> None:
+        for key in [key for key in self._streams if key[0] == item_id]:
+            turn_id, delta, stream = self._streams.pop(key)
+            text = stream.flush()
+            if text:
+                self._publish_delta(turn_id, item_id, delta, text)
+
+    def _publish_delta(self, turn_id: str, item_id: str, delta: ItemDelta, text: str) -> None:
+        self._publish(ItemDeltaEvent(seq=self._seq + 1, thread_id=self.thread_id,
+                                     turn_id=turn_id, item_id=item_id,
+                                     delta=delta.model_copy(update={"text": text})))
+
+    def _publish(self, event: Event) -> Event:
         self.store.append(event)
         self._seq = event.seq
         for subscriber in list(self._subscribers):
             subscriber._offer(event)
         return event
+
+    def _refresh(self) -> None:
+        if self.secret_files is not None:
+            self.secret_files.refresh()
 
     def subscribe(self, after: int = 0, *, answers_approvals: bool = False) -> Subscription:
         subscription = Subscription(self, after, answers_approvals)

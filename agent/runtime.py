@@ -2,38 +2,27 @@
 
 No global state: every runtime owns its store connection and its sessions, so an HTTP server,
 an LSP server, a CLI run or many RL rollouts in one process each get their own. A thread
-resumed from the store is rebuilt from its log; a turn that was running when the process died
-is closed as interrupted, keeping everything it had streamed.
+resumed from the store is rebuilt from its log; a turn that was running when its process died
+was already closed as interrupted by the store when it opened (`traces.recovery`).
 """
 
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from opencomposer.agent.approvals import tightened
 from opencomposer.agent.facts import system_prompt
-from opencomposer.agent.protocol.common import ApprovalPolicy, ErrorInfo
-from opencomposer.agent.protocol.events import (
-    ItemDeltaEvent,
-    ThreadStartedEvent,
-    TurnCompletedEvent,
-)
-from opencomposer.agent.protocol.items import (
-    ItemStatus,
-    ToolCallFields,
-)
-from opencomposer.agent.protocol.threads import (
-    StopReason,
-    Thread,
-    Turn,
-    TurnStatus,
-    TurnWithItems,
-)
+from opencomposer.agent.protocol.common import ApprovalPolicy
+from opencomposer.agent.protocol.events import ThreadStartedEvent
+from opencomposer.agent.protocol.threads import Thread, TurnStatus, TurnWithItems
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.tools.base import Tool
 from opencomposer.agent.tools.harness import ToolHarness
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.workspace_policy import refuse_unsafe_workspace
 from opencomposer.config import Settings
+from opencomposer.logs import redact_also
 from opencomposer.redact import Redactor
 from opencomposer.serving.engines.base import Engine
 
@@ -50,6 +39,7 @@ class AgentRuntime:
         secrets = [s.get_secret_value() for s in (settings.engine.api_key, settings.server.token)
                    if s]
         self.redactor = Redactor(secrets)
+        redact_also(self.redactor)  # the log masks every thread's secrets too
         self.store = store or TraceStore(settings.home / "traces.db", self.redactor)
         self._tools = tools
         self._workspace_factory = workspace_factory
@@ -58,18 +48,20 @@ class AgentRuntime:
     def _harness(self, workspace: Path, thread_id: str) -> ToolHarness:
         return ToolHarness(self._workspace_factory(workspace), self.settings.tools,
                            self.settings.home, tools=self._tools, thread_id=thread_id,
-                           redactor=self.redactor, models_dir=self.settings.models_dir)
+                           redactor=self.redactor.child(), models_dir=self.settings.models_dir)
 
     async def start_thread(self, workspace: Path, *, title: str | None = None,
                            model: str | None = None,
                            approval_policy: ApprovalPolicy | None = None) -> ThreadSession:
         root = workspace.expanduser().resolve()
+        refuse_unsafe_workspace(root, self.settings)  # for every transport, whatever its roots
         if not root.is_dir():
             raise SessionError(f"workspace {workspace} is not a folder", kind="invalid_request")
         thread = Thread(id=f"thr_{uuid.uuid4().hex[:16]}", workspace=str(root), title=title,
                         model=model or self.settings.engine.model,
-                        approval_policy=approval_policy or self.settings.agent.approval)
+                        approval_policy=tightened(self.settings.agent.approval, approval_policy))
         harness = self._harness(root, thread.id)
+        thread = harness.redactor.redact_data(thread)  # a client's title may hold a secret
         prompt = system_prompt(harness)
         self.store.create_thread(thread, prompt)
         session = ThreadSession(thread, settings=self.settings, engine=self.engine,
@@ -86,14 +78,21 @@ class AgentRuntime:
         if thread is None:
             raise SessionError(f"no thread {thread_id}", kind="not_found")
         root = Path(thread.workspace)
+        refuse_unsafe_workspace(root, self.settings)  # a thread made before the rule existed
         if not root.is_dir():
             raise SessionError(f"the workspace of thread {thread_id} ({root}) no longer "
                                "exists", kind="invalid_request")
+        last = self.store.last_turn_id(thread_id)
+        running = self.store.turn(last) if last else None
+        if running is not None and running.status == TurnStatus.in_progress:
+            # The store closed every turn of a dead process when it opened: this one runs
+            # in another live opencomposer sharing the trace store.
+            raise SessionError(f"thread {thread_id} has turn {last} running in another "
+                               "opencomposer process", kind="conflict")
         session = ThreadSession(thread, settings=self.settings, engine=self.engine,
                                 store=self.store, harness=self._harness(root, thread.id),
                                 system_prompt=self.store.system_prompt(thread_id),
                                 items=self.store.items(thread_id))
-        _recover(session)
         self._sessions[thread.id] = session
         return session
 
@@ -118,36 +117,3 @@ class AgentRuntime:
             await session.close()
         self._sessions.clear()
         self.store.close()
-
-
-def _recover(session: ThreadSession) -> None:
-    """Close a turn the process died in: its open items end interrupted with what they had
-    streamed (replayed from the stored deltas), and the turn says why."""
-    turns = session.store.turns(session.thread.id)
-    if not turns or turns[-1].status != TurnStatus.in_progress:
-        return
-    streamed = _streamed(session)
-    for item in [i for i in session.items if i.status == ItemStatus.in_progress]:
-        text = "".join(streamed.get(item.id, []))
-        changes: dict = {}
-        if isinstance(item, ToolCallFields):
-            changes["output"] = text + "\n[interrupted: the server stopped]"
-        elif hasattr(item, "text"):
-            changes["text"] = text
-        session.complete_item(item, ItemStatus.interrupted, **changes)
-    error = ErrorInfo(kind="server_stopped",
-                      message="the server stopped while this turn was running")
-    turn = Turn.model_validate({**turns[-1].model_dump(exclude={"items"}),
-                                "status": TurnStatus.interrupted,
-                                "stop_reason": StopReason.interrupted, "error": error})
-    session.log.emit(TurnCompletedEvent, turn=turn)
-
-
-def _streamed(session: ThreadSession) -> dict[str, list[str]]:
-    pieces: dict[str, list[str]] = {}
-    open_ids = {item.id for item in session.items if item.status == ItemStatus.in_progress}
-    for event in session.store.events(session.thread.id):
-        if isinstance(event, ItemDeltaEvent) and event.item_id in open_ids:
-            pieces.setdefault(event.item_id, []).append(event.delta.text)
-    return pieces
-

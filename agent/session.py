@@ -23,7 +23,6 @@ from opencomposer.agent.facts import turn_context
 from opencomposer.agent.protocol.common import ErrorInfo
 from opencomposer.agent.protocol.events import (
     ItemCompletedEvent,
-    ItemDeltaEvent,
     ItemStartedEvent,
     TurnCompletedEvent,
     TurnStartedEvent,
@@ -100,9 +99,10 @@ class ThreadSession:
         self._version = 0  # bumped by every change to `items`: the prompt is rebuilt only then
         self._prompt: tuple[int, list[ChatMessage]] | None = None
         self._ids = itertools.count(len(self.items) + 1)
-        self.log = ThreadLog(store, thread.id)
+        self.log = ThreadLog(store, thread.id, harness.redactor, harness.secret_files)
         self.log.on_unsubscribe = self._approvers_changed
-        self.gate = ApprovalGate(thread.approval_policy, grants=_grants(self.items))
+        self.gate = ApprovalGate(thread.approval_policy, floor=settings.agent.approval,
+                                 grants=_grants(self.items))
         self.meter = ContextMeter()
         self.tool_specs = harness.specs()
         self.capture = _CAPTURE_ALL if settings.agent.capture else Capture()
@@ -138,6 +138,9 @@ class ThreadSession:
             context = await turn_context(self.harness, self.items)
         finally:
             self._starting = False
+        # The user may have written a .env file since the last turn: known before anything
+        # of this turn (the request, the model's words) goes out.
+        self.harness.secret_files.refresh(force=True)
         self.log.emit(TurnStartedEvent, turn=turn)
         if self.thread.title is None:
             self._retitle(content)
@@ -159,7 +162,8 @@ class ThreadSession:
         limit = self.settings.agent.max_wall_time
         timer = loop.call_later(limit, self._expire, runner) if limit else None
         try:
-            return await runner.run()
+            # What the caller gets is what clients were told: the turn as redacted.
+            return self.harness.redactor.redact_data(await runner.run())
         finally:
             if timer is not None:
                 timer.cancel()
@@ -238,12 +242,15 @@ class ThreadSession:
         return self.items[self._index[item_id]]
 
     def add_item(self, item: Item, *, complete: bool = False) -> Item:
-        """Log a new item (started; and completed at once when `complete`)."""
+        """Log a new item (started; and completed at once when `complete`). The session
+        keeps the item as logged, secrets masked, as a resumed thread will have it."""
+        event = self.log.emit(ItemStartedEvent, item=item)
+        assert isinstance(event, ItemStartedEvent)
+        item = event.item
         self._index[item.id] = len(self.items)
         self.items.append(item)
         self._version += 1
         self._open[item.id] = item
-        self.log.emit(ItemStartedEvent, item=item)
         if complete:
             return self.complete_item(item)
         return item
@@ -253,19 +260,20 @@ class ThreadSession:
         so an item cut short (interrupt, engine failure) keeps it."""
         if item.id in self._open:
             self._partial.setdefault(item.id, []).append(delta.text)
-            self.log.emit(ItemDeltaEvent, turn_id=item.turn_id, item_id=item.id, delta=delta)
+            self.log.stream(item.turn_id, item.id, delta)
 
     def complete_item(self, item: Item, status: ItemStatus = ItemStatus.completed,
                       **changes: Any) -> Item:
         current = self.items[self._index[item.id]]
         data = {**current.model_dump(), **changes, "status": changes.get("status", status),
                 "completed_at": datetime.now(UTC)}
-        final = type(current).model_validate(data)
+        event = self.log.emit(ItemCompletedEvent, item=type(current).model_validate(data))
+        assert isinstance(event, ItemCompletedEvent)
+        final = event.item
         self.items[self._index[item.id]] = final
         self._version += 1
         self._open.pop(item.id, None)
         self._partial.pop(item.id, None)
-        self.log.emit(ItemCompletedEvent, item=final)
         return final
 
     def note_error(self, turn_id: str, error: ErrorInfo) -> None:
@@ -374,7 +382,7 @@ class ThreadSession:
                     error: EngineError | None = None) -> None:
         segment = sum(1 for i in self.items
                       if i.type == "context_summary" and i.status == ItemStatus.completed)
-        self.store.record_model_call(model_call_record(
+        self.store.record_model_call(redactor=self.harness.redactor, call=model_call_record(
             thread_id=self.thread.id, turn_id=turn_id, step=step, purpose=purpose,
             segment=segment, request=request, started=started,
             duration_ms=int((time.perf_counter() - clock) * 1000),
@@ -413,8 +421,10 @@ class ThreadSession:
     def _retitle(self, content: list[UserInput]) -> None:
         text = " ".join(" ".join(getattr(c, "text", None) or "" for c in content).split())
         if text:
-            self.thread = self.thread.model_copy(
-                update={"title": text[:80] + ("…" if len(text) > 80 else "")})
+            # Masked before it is cut: a secret cut in half would no longer be recognised.
+            text = self.harness.redactor.redact(text)
+            title = text[:80] + ("…" if len(text) > 80 else "")
+            self.thread = self.thread.model_copy(update={"title": title})
             self.store.update_thread(self.thread)
 
     async def close(self) -> None:

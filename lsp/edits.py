@@ -20,6 +20,7 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
+from opencomposer.agent.tools.beneath import Tree
 from opencomposer.agent.tools.textfile import BinaryFile, decode, lines_with_endings
 from opencomposer.agent.tools.workspace import DiskWriter
 from opencomposer.config import LspSettings
@@ -35,14 +36,16 @@ class EditorWriter:
     """A `Writer` (agent.tools.workspace) that goes through the editor where it can."""
 
     def __init__(self, server: LanguageServer, documents: OpenDocuments,
-                 settings: LspSettings, *, client_shows_changes: Callable[[], bool]) -> None:
-        """`client_shows_changes`: the client renders the agent's changes itself (it speaks
+                 settings: LspSettings, *, root: Path,
+                 client_shows_changes: Callable[[], bool]) -> None:
+        """`root`: the workspace, beneath which disk writes go (see agent.tools.beneath).
+        `client_shows_changes`: the client renders the agent's changes itself (it speaks
         the protocol), so revealing each file is left to an explicit setting."""
         self.server = server
         self.documents = documents
         self.settings = settings
         self.client_shows_changes = client_shows_changes
-        self.disk = DiskWriter()
+        self.disk = DiskWriter(Tree(root.resolve()))
 
     async def write(self, path: Path, data: bytes) -> None:
         document = self.documents.document(path)

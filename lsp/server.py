@@ -9,12 +9,8 @@ approvals as message requests. Inline completion comes from the same engine.
 The handlers here translate; the agent's behaviour lives in `opencomposer.agent`.
 """
 
-import asyncio
-import hmac
-import json
 import logging
 import sys
-import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,7 +24,6 @@ from pygls.exceptions import (
     JsonRpcInvalidRequest,
     JsonRpcServerNotInitialized,
 )
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -46,6 +41,8 @@ from opencomposer.lsp.commands import EditorCommands
 from opencomposer.lsp.completion import InlineCompleter, completion_items, inline_items
 from opencomposer.lsp.documents import OpenDocuments
 from opencomposer.lsp.edits import EditorWriter
+from opencomposer.lsp.tcp import serve_tcp
+from opencomposer.lsp.transport import serve_stdio
 from opencomposer.lsp.turn_feedback import TurnFeedback
 from opencomposer.lsp.wire import REQUEST_FAILED, plain_json, session_error
 from opencomposer.serving.engines.base import Engine
@@ -132,8 +129,9 @@ class GuardedProtocol(LanguageServerProtocol):
 class OpenComposerServer(LanguageServer):
     def __init__(self, settings: Settings, engine_factory: Callable[[], Engine], *,
                  token: str | None = None) -> None:
-        """`engine_factory` is called once the client has initialized. `token`: required in
-        `initializationOptions.token` (connections over TCP)."""
+        """`engine_factory` is called once the client has initialized. `token`: what a TCP
+        connection must send in `initializationOptions.token` (checked by `lsp.tcp` before the
+        connection reaches this server)."""
         super().__init__("opencomposer", __version__, protocol_cls=GuardedProtocol)
         self.settings = settings
         self.lsp_settings: LspSettings = settings.lsp
@@ -173,7 +171,7 @@ class OpenComposerServer(LanguageServer):
         return [*self.folders(), *self.settings.server.workspace_roots]
 
     def _workspace_for(self, root: Path) -> AgentWorkspace:
-        writer = EditorWriter(self, self.documents, self.lsp_settings,
+        writer = EditorWriter(self, self.documents, self.lsp_settings, root=root,
                               client_shows_changes=lambda: self.speaks_protocol)
         return AgentWorkspace(root, writer=writer, overlay=self.documents)
 
@@ -181,10 +179,6 @@ class OpenComposerServer(LanguageServer):
         options = params.initialization_options or {}
         if not isinstance(options, dict):
             raise JsonRpcInvalidParams("initializationOptions must be an object")
-        if self.token is not None and not hmac.compare_digest(
-                str(options.get("token", "")).encode(), self.token.encode()):
-            raise JsonRpcException("a valid token is required in initializationOptions.token",
-                                   code=REQUEST_FAILED, data={"kind": "unauthorized"})
         self.apply_options(options)
         experimental = params.capabilities.experimental
         declared = experimental.get("opencomposer") if isinstance(experimental, dict) else None
@@ -229,59 +223,16 @@ class OpenComposerServer(LanguageServer):
     # ------------------------------------------------------------------ transports
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        """Serve one client over stdio until it exits or goes away."""
-        self._stop_event = threading.Event()
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
-        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
-        try:
-            asyncio.run(self._serve(reader))
-        except BrokenPipeError:
-            log.warning("the connection to the client is lost")
-        except KeyboardInterrupt:
-            pass
-        finally:
-            self.shutdown()
+        """Serve one client over stdio until it exits or goes away; a stream that breaks LSP's
+        framing ends the process with status 1 (`lsp.transport`)."""
+        serve_stdio(self, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
 
     def start_tcp(self, host: str, port: int) -> None:
-        """Serve one client over TCP. The listener closes once it connects: connections would
-        share this server, and one opened after the first would be served without a token."""
-        self._stop_event = threading.Event()
-
-        async def serve() -> None:
-            ended = asyncio.Event()
-
-            async def connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-                              ) -> None:
-                if self.protocol.writer is not None:  # accepted before the listener closed
-                    writer.close()
-                    return
-                listener.close()
-                self.protocol.set_writer(writer)  # type: ignore[arg-type]
-                try:
-                    await self._serve(reader)
-                finally:
-                    writer.close()
-                    ended.set()
-
-            listener = await asyncio.start_server(connect, host, port)
-            await ended.wait()
-
-        try:
-            asyncio.run(serve())
-        finally:
-            self.shutdown()
-
-    async def _serve(self, reader: Any) -> None:
-        """pygls' message loop, then the runtime closed while the loop still runs. The loop
-        ends at `exit` or when the client goes away without `shutdown` (the editor died), and
-        asyncio.run's teardown would then cancel every task at once: turns end interrupted
-        on their own, but a background job whose supervisor is cancelled first is left
-        running (the fallback sandbox starts jobs in sessions of their own)."""
-        try:
-            await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
-                            logger=log, error_handler=self.report_server_error)
-        finally:
-            await self.close()
+        """Serve the first connection that authenticates with `token`, as over stdio; other
+        connections cannot disturb the listener or that client's session (`lsp.tcp`)."""
+        if self.token is None:
+            raise ValueError("LSP over TCP needs a token")
+        serve_tcp(self, host, port, self.token)
 
     # ------------------------------------------------------------------ features
 
@@ -388,7 +339,8 @@ class OpenComposerServer(LanguageServer):
         null id as the spec says (pygls would leave `id` out); a notification gets none.
         Handler failures were already answered by pygls."""
         if source is JsonRpcException and getattr(error, "answered", True):
-            code = -32700 if isinstance(error, json.JSONDecodeError) else \
+            # Not JSON: a syntax error, bytes that are not UTF-8, nesting Python cannot recurse.
+            code = -32700 if isinstance(error, ValueError | RecursionError) else \
                 getattr(error, "code", -32600)
             message = f"cannot read the message: {error}"
             self.protocol._send_data({"jsonrpc": "2.0", "id": getattr(error, "msg_id", None),

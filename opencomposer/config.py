@@ -198,8 +198,9 @@ class ToolSettings(Section):
     """Whether sandboxed commands may reach the network."""
 
     secret_env: list[str] = Field(default_factory=list)
-    """Extra environment variable names to remove from commands' environment and mask in
-    their output (names ending in _TOKEN, _KEY, _SECRET, _PASSWORD are always removed)."""
+    """Environment variable names whose values are secrets: never passed to commands (not
+    even through `tools.sandbox.env`) and always masked. Values that look like credentials
+    (secret-sounding names, URLs with passwords, random tokens) are masked without it."""
 
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     """What commands see and may use; only the user's own config may set it."""

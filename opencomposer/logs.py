@@ -2,18 +2,23 @@
 
 Fields passed with `extra={...}` become `key=value` pairs on stderr and JSON keys in the
 file. stdout is never written to: it carries the LSP stream and `--json` output. Every record
-goes through the redactor before any handler sees it.
+goes through the redactor before any handler sees it, and through every agent runtime's
+(`redact_also`), whose threads know their workspaces' secrets: the process's log belongs to
+no single thread. Log files are 0600 in a 0700 folder, like all of the data folder.
 """
 
 import json
 import logging
 import logging.handlers
 import sys
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from opencomposer.paths import private_dir, private_file, tighten_tree
 from opencomposer.redact import Redactor
+from opencomposer.terminal_text import for_terminal
 
 LOGGER_NAME = "opencomposer"
 LOG_FILE_NAME = "opencomposer.log"
@@ -30,22 +35,44 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _STANDARD_ATTRS}
 
 
+# The redactors of the live agent runtimes (held weakly: a runtime that is gone drops out).
+# Logging is configured once per process, so this is process-wide like the handlers are.
+_RUNTIMES: "weakref.WeakSet[Redactor]" = weakref.WeakSet()
+
+
+def redact_also(redactor: Redactor) -> None:
+    """Mask in the log what `redactor` or any of its children (the threads) knows."""
+    _RUNTIMES.add(redactor)
+
+
 class RedactingFilter(logging.Filter):
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
         self.redactor = redactor
 
+    def _redact(self, text: str) -> str:
+        text = self.redactor.redact(text)
+        for runtime in list(_RUNTIMES):
+            text = runtime.redact_everywhere(text)
+        return text
+
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.redactor.redact(record.getMessage())
+        record.msg = self._redact(record.getMessage())
         record.args = None
         for key, value in record_fields(record).items():
             if isinstance(value, str):
-                setattr(record, key, self.redactor.redact(value))
+                setattr(record, key, self._redact(value))
         if record.exc_info and not record.exc_text:
-            record.exc_text = self.redactor.redact(
-                logging.Formatter().formatException(record.exc_info)
-            )
+            record.exc_text = self._redact(logging.Formatter().formatException(record.exc_info))
         return True
+
+
+class PrivateFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose every file is created 0600 (renamed backups keep the mode)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        private_file(Path(self.baseFilename))
+        return super()._open()
 
 
 class StderrHandler(logging.StreamHandler):
@@ -74,7 +101,7 @@ class HumanFormatter(logging.Formatter):
             line += f"  {fields}"
         if record.exc_text:
             line += "\n" + record.exc_text
-        return line
+        return for_terminal(line)
 
 
 class JsonFormatter(logging.Formatter):
@@ -114,8 +141,9 @@ def configure_logging(level: str, log_dir: Path | None, redactor: Redactor) -> P
         return None
     log_file = log_dir / LOG_FILE_NAME
     try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.handlers.RotatingFileHandler(
+        if private_dir(log_dir):  # an older installation's logs, 0644
+            tighten_tree(log_dir)
+        file_handler = PrivateFileHandler(
             log_file, maxBytes=_MAX_BYTES, backupCount=_BACKUPS, encoding="utf-8"
         )
     except OSError as exc:

@@ -3,14 +3,28 @@
 Data (traces, checkpoints, logs) lives under OPENCOMPOSER_HOME, models under the user cache
 and configuration under the XDG config folder, so that each can be backed up, wiped or
 shared independently.
+
+The data folder holds what the agent saw: file contents, command output, the server token.
+Every folder of it is 0700 and every file 0600, created so (never chmod'ed after the fact,
+which would leave a moment when another user could open it) and tightened when an older
+installation is opened: `private_dir`, `private_file`, `private_database`, `write_private`.
 """
 
+import contextlib
 import os
 import shutil
+import stat
 import sys
+import uuid
 from pathlib import Path
 
 WORKSPACE_CONFIG_NAME = ".opencomposer.toml"
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+# Files SQLite keeps beside a database. It creates them with the database file's own mode,
+# so only those left by an older installation need tightening.
+_SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 def _xdg(variable: str, fallback: str) -> Path:
@@ -43,3 +57,83 @@ def find_program(name: str) -> Path | None:
         return beside
     found = shutil.which(name)
     return Path(found) if found else None
+
+
+def _tighten(path: Path, st: os.stat_result) -> bool:
+    """Take group and other permissions off `path`; True when it had any."""
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o077:
+        return False
+    os.chmod(path, mode & 0o700)
+    return True
+
+
+def private_dir(path: Path) -> bool:
+    """Make `path` a folder only the user can enter, creating it and any missing parents
+    0700. True when it existed with looser permissions (an older installation), so the
+    caller can tighten what is inside; raises OSError."""
+    missing = []
+    folder = path
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+    return _tighten(path, path.stat()) if not missing else False
+
+
+def private_file(path: Path, *, create: bool = True) -> None:
+    """Make sure `path` is a file only the user can read: created empty with mode 0600
+    when missing (unless not `create`), tightened when it exists. Opening it afterwards
+    keeps the mode. Raises OSError."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    except FileNotFoundError:
+        if create:
+            raise
+        return
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o077:
+            os.fchmod(fd, mode & 0o700)
+    finally:
+        os.close(fd)
+
+
+def private_database(path: Path) -> bool:
+    """Prepare an SQLite database's files before connecting: its folder 0700, the database
+    0600 (an empty file is an empty database), and the journal files an older installation
+    left tightened. True when the folder was looser (see `private_dir`); raises OSError."""
+    loose = private_dir(path.parent)
+    private_file(path)
+    for suffix in _SQLITE_COMPANIONS:
+        private_file(path.with_name(path.name + suffix), create=False)
+    return loose
+
+
+def tighten_tree(root: Path) -> None:
+    """Tighten every folder and file under `root` (an older installation's checkpoints or
+    logs), leaving symbolic links alone."""
+    for folder, folders, files in os.walk(root):
+        for name in [*folders, *files]:
+            path = Path(folder) / name
+            with contextlib.suppress(FileNotFoundError):  # gone meanwhile (an -shm file)
+                st = path.lstat()
+                if not stat.S_ISLNK(st.st_mode):
+                    _tighten(path, st)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (a temporary file renamed over it), mode 0600 from
+    the first byte. Raises OSError."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

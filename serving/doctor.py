@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import opencomposer
+from opencomposer.agent.tools.terminal.limits import ResourceLimits
 from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
 from opencomposer.config import ConfigError, LoadedSettings, Settings, load_settings
 from opencomposer.paths import find_program
@@ -108,23 +109,37 @@ def check_torch() -> list[Check]:
         checks.append(Check("cuda", "missing", "no CUDA device",
                             "GPU serving and fast kernels; CPU reference paths are used"))
     gpu_extra = [m for m in ("sglang", "flashinfer") if importlib.util.find_spec(m)]
+    complete = len(gpu_extra) == 2
     checks.append(Check(
         "gpu extra",
-        "ok" if len(gpu_extra) == 2 else "missing",
-        f"installed: {', '.join(gpu_extra)}" if gpu_extra else "sglang and flashinfer not installed",
-        None if len(gpu_extra) == 2 else "the sglang backend (install the `gpu` extra on a GPU host)",
+        "ok" if complete else "missing",
+        f"installed: {', '.join(gpu_extra)}" if gpu_extra
+        else "sglang and flashinfer not installed",
+        None if complete else "the sglang backend (install the `gpu` extra on a GPU host)",
     ))
     return checks
 
 
-def check_sandbox() -> Check:
+def check_sandbox(settings: Settings) -> list[Check]:
+    """The sandbox commands get, and the resource limits they run under in it."""
     works, detail = probe_bubblewrap()
     if works:
-        return Check("sandbox", "ok", f"{detail}: starts (read-only root, no network, "
-                                      "private /tmp)")
-    fallback = "isolated commands: the terminal tool falls back to a weaker sandbox"
-    status: Status = "missing" if find_program("bwrap") is None else "error"
-    return Check("sandbox", status, f"bubblewrap cannot start a sandbox: {detail}", fallback)
+        sandbox = Check("sandbox", "ok", f"{detail}: starts (read-only root, no network, "
+                                         "private /tmp, homes hidden, .git read-only)")
+    else:
+        fallback = "isolated commands: the terminal tool falls back to a weaker sandbox"
+        status: Status = "missing" if find_program("bwrap") is None else "error"
+        sandbox = Check("sandbox", status, f"bubblewrap cannot start a sandbox: {detail}",
+                        fallback)
+    return [sandbox, check_limits(ResourceLimits(settings.tools.sandbox, user_namespace=works))]
+
+
+def check_limits(limits: ResourceLimits) -> Check:
+    """ok when a cgroup holds each command's processes and memory (reaching a limit kills the
+    command); warn when rlimits stand in or a limit is not enforced, saying why."""
+    problems = limits.problems()
+    return Check("limits", "warn" if problems else "ok", limits.summary(),
+                 "; ".join(problems) or None)
 
 
 def check_program(name: str, program: str, disables: str,
@@ -195,6 +210,23 @@ async def check_engine(settings: Settings) -> Check:
     return Check("engine", "ok", f"{where} serves {ids}")
 
 
+def check_server_auth(settings: Settings) -> Check:
+    """Who may call `opencomposer serve` as it is configured."""
+    # Imported here: it brings the web stack, which `doctor` needs for nothing else.
+    from opencomposer.serving.http.origin import is_loopback
+
+    server = settings.server
+    if server.auth == "none":
+        if not is_loopback(server.host):
+            return Check("http auth", "error", f'server.auth = "none" with host {server.host}: '
+                         "serve refuses to start", "opencomposer serve")
+        return Check("http auth", "warn", 'server.auth = "none": any program on this machine '
+                     "can drive the agent through the HTTP server")
+    where = "server.token" if server.token else f"{settings.home / 'server-token'}"
+    return Check("http auth", "ok", f"bearer token required, on loopback too ({where}); "
+                 "Host and Origin checked")
+
+
 def check_config(loaded: LoadedSettings) -> Check:
     files = ", ".join(map(str, loaded.files)) or "none (defaults and environment only)"
     return Check("config", "ok", f"files: {files}", required=True)
@@ -215,13 +247,14 @@ async def run_doctor(
     blocking: list[Callable[[], Check | list[Check]]] = [
         check_python,
         check_torch,
-        check_sandbox,
+        lambda: check_sandbox(settings),
         lambda: check_program("ripgrep", "rg", "the grep tool and fast file listing"),
         lambda: check_program("git", "git", "workspace facts and checkpoints"),
         lambda: check_program("neovim", "nvim", "the Neovim plugin and its tests", MIN_NEOVIM),
         lambda: check_program("node", "node", "building the VS Code extension", (MIN_NODE,)),
         lambda: check_home(settings),
         lambda: check_models(settings),
+        lambda: check_server_auth(settings),
     ]
     pending: list[Awaitable[Check | list[Check]]] = [asyncio.to_thread(f) for f in blocking]
     pending.append(check_engine(settings))

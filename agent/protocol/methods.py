@@ -19,6 +19,10 @@ from opencomposer.agent.protocol.items import (
 )
 from opencomposer.agent.protocol.threads import Thread, Turn, TurnWithItems
 
+MAX_SEQ = 2**63 - 1
+"""The largest event `seq`: SQLite's INTEGER is 64-bit, and a bigger number given as
+`after_seq` must be a clear invalid request, not a failure of the store."""
+
 
 class ThreadStartParams(ProtocolModel):
     workspace: str
@@ -31,7 +35,9 @@ class ThreadStartParams(ProtocolModel):
     """Model id; the server's configured model when absent."""
 
     approval_policy: ApprovalPolicy | None = None
-    """The server's configured policy when absent."""
+    """Restrictions on top of the server's configured policy, which always applies too: a
+    client can make calls ask or be refused that would run, never the reverse. The
+    server's policy alone when absent."""
 
 
 class ThreadStartResponse(ProtocolModel):
@@ -79,7 +85,7 @@ class ThreadSubscribeParams(ProtocolModel):
     thread_id: str
     """The thread to follow."""
 
-    after_seq: int = Field(default=0, ge=0)
+    after_seq: int = Field(default=0, ge=0, le=MAX_SEQ)
     """Send its events with `seq` greater than this, then live ones (0: from the start)."""
 
 
@@ -109,12 +115,16 @@ class ThreadUndoResponse(ProtocolModel):
     conflicts: list[str]
     """Files someone changed since the agent wrote them: left as they are."""
 
+    unrestorable: list[str] = Field(default_factory=list)
+    """Secret files (`.env`, `.env.*`) the undone edits changed: their contents are never kept
+    in checkpoints, so undo cannot put them back."""
+
 
 class ThreadEventsParams(ProtocolModel):
     thread_id: str
     """The thread whose log to read."""
 
-    after_seq: int = Field(default=0, ge=0)
+    after_seq: int = Field(default=0, ge=0, le=MAX_SEQ)
     """Return events with `seq` greater than this (0: from the start)."""
 
     limit: int = Field(default=1000, ge=1, le=10000)

@@ -29,7 +29,9 @@ class Thread(ProtocolModel):
     """Model id the thread's turns are served by."""
 
     approval_policy: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
-    """Which tool calls run on their own, are asked about, or are refused."""
+    """Which tool calls run on their own, are asked about, or are refused: the client's
+    request made no looser than the server's policy, which is also applied to every call
+    as it stands when the call is made."""
 
     created_at: datetime = Field(default_factory=utc_now)
     """When the thread was created."""

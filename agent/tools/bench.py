@@ -185,14 +185,14 @@ async def run_tool_bench(tree: Path | None, models_dir: Path | None, *, repeat: 
         root = Path(scratch)
         sources = {tree.name: tree.resolve()} if tree else default_sources()
         tree = link_tree(sources, root / "tree")
-        files = list_workspace_files(tree)
-        info = {"sources": {k: str(v) for k, v in sources.items()}, "files": len(files),
-                "lines": count_lines(files)}
         harness = ToolHarness(Workspace(tree), ToolSettings(), root / "data")
         try:
+            files = await list_workspace_files(harness.workspace.root, harness.sandbox)
             rows = await bench_grep(harness, tree, repeat)
         finally:
             await harness.close()
+        info = {"sources": {k: str(v) for k, v in sources.items()}, "files": len(files),
+                "lines": count_lines(files), "sandbox": harness.sandbox.name}
         rows += await asyncio.to_thread(bench_symbols, tree, files, repeat)
         rows += await bench_semantic(tree, files, models_dir, root, semantic_files, repeat)
     return rows, info

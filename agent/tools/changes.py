@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from opencomposer.agent.protocol.items import FileChange, FileChangeKind
+from opencomposer.agent.tools.beneath import PathChanged
 from opencomposer.agent.tools.checkpoints import Change, CheckpointStore
 from opencomposer.agent.tools.errors import UnexpectedEnvironment
+from opencomposer.agent.tools.secret_files import is_secret_file
 from opencomposer.agent.tools.textfile import BinaryFile, decode, lines_with_endings
 from opencomposer.agent.tools.workspace import Workspace
 
@@ -33,7 +35,10 @@ class FileOp:
     def checkpoint_changes(self) -> list[Change]:
         if self.kind == "move":
             assert self.move_to is not None
-            return [Change(self.path, self.before, None), Change(self.move_to, None, self.after)]
+            # A secret file's contents stay out of checkpoints under its new name too.
+            secret = is_secret_file(self.path) or is_secret_file(self.move_to)
+            return [Change(self.path, self.before, None, secret),
+                    Change(self.move_to, None, self.after, secret)]
         return [Change(self.path, self.before, self.after)]
 
 
@@ -50,15 +55,17 @@ async def apply_ops(
     for op in ops:
         try:
             await _perform(op, workspace)
-        except OSError as exc:
+        except (OSError, PathChanged) as exc:
             for earlier in reversed(done):
                 # If this fails too, the checkpoint still holds the original for undo.
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, PathChanged):
                     await _revert(earlier, workspace)
+            rolled_back = f"{len(done)} earlier change(s) of this call were rolled back"
+            if isinstance(exc, PathChanged):
+                raise PathChanged(f"{workspace.relative(op.path)} ({rolled_back})") from None
             raise UnexpectedEnvironment(
                 f"writing {workspace.relative(op.path)} failed ({exc.strerror or exc}); "
-                f"{len(done)} earlier change(s) of this call were rolled back"
-            ) from None
+                f"{rolled_back}") from None
         done.append(op)
     return [describe(op, workspace) for op in ops]
 

@@ -5,6 +5,7 @@ The indexes behind them are built on first use and kept fresh (see `indexes`).
 """
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -13,6 +14,7 @@ from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResul
 from opencomposer.agent.tools.code_index.languages import language_for
 from opencomposer.agent.tools.code_index.outline import Symbol, outline
 from opencomposer.agent.tools.errors import InvalidArguments, NotFound
+from opencomposer.agent.tools.workspace import Workspace
 
 SEMANTIC_WAIT = 15.0
 """Seconds a search waits for the semantic index before answering from keywords."""
@@ -59,7 +61,7 @@ class Symbols(Tool):
         target = workspace.resolve(args.path) if args.path else workspace.root
         shown = workspace.relative(target)
         if args.query is None:
-            return self._outline(target, shown)
+            return self._outline(workspace, target, shown)
         index = await ctx.harness.indexes.symbols()
         prefix = None if target == workspace.root else shown
         found = index.search(args.query, limit=MAX_SYMBOLS, path_prefix=prefix)
@@ -71,14 +73,14 @@ class Symbols(Tool):
         text = "\n".join(_symbol_line(s, with_path=True) for s in found)
         return ToolResult(text=text, fields=fields)
 
-    def _outline(self, path, shown: str) -> ToolResult:
-        if not path.is_file():
+    def _outline(self, workspace: Workspace, path: Path, shown: str) -> ToolResult:
+        if not workspace.is_file(path):
             raise NotFound(f"{shown} is not a file", hint="Give a file path, or a query.")
         language = language_for(path)
         if language is None:
             raise InvalidArguments(f"{shown} is not in a supported language",
                                    hint="Read it with read_file instead.")
-        symbols = outline(shown, path.read_bytes(), language.name)
+        symbols = outline(shown, workspace.read_bytes(path), language.name)
         fields = {"query": shown, "method": "symbols", "match_count": len(symbols)}
         if not symbols:
             return ToolResult(text=f"{shown} defines no functions, classes or methods.",

@@ -5,6 +5,7 @@ changes nothing and tells the model why, with the closest real lines. The file's
 byte-order mark and line endings are kept.
 """
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -92,7 +93,7 @@ class EditFile(Tool):
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
         shown = workspace.relative(path)
-        if not path.is_file():
+        if not workspace.is_file(path):
             raise InvalidArguments(f"{shown} does not exist",
                                    hint="Create it with write_file.")
         try:
@@ -153,7 +154,7 @@ class ApplyPatch(Tool):
 
         def read(path: str) -> str | None:
             resolved = writable(workspace, path)
-            if not resolved.is_file():
+            if not workspace.is_file(resolved):
                 return None
             try:
                 documents[resolved] = workspace.read_text(resolved)
@@ -178,14 +179,16 @@ class ApplyPatch(Tool):
             else:
                 after = new_file(change.new_text).encode()
             target = writable(workspace, change.move_to) if change.move_to else None
-            if target is not None and target.exists():
+            if target is not None and workspace.stat(target) is not None:
                 raise Conflict(f"{change.move_to} already exists")
             ops.append(FileOp(change.kind, path, before, after, move_to=target))
         changes = await ctx.harness.apply(ops, ctx)
         summary = ", ".join(f"{c.kind.value} {c.path}" + (f" -> {c.move_to}" if c.move_to else "")
                             for c in changes)
+        adjusted = [{"path": change.path, **dataclasses.asdict(adjustment)}
+                    for change in planned for adjustment in change.adjusted]
         return ToolResult(text="\n".join([f"Applied patch: {summary}.", *notes]),
-                          fields={"changes": changes})
+                          fields={"changes": changes}, data={"adjusted_hunks": adjusted})
 
 
 _PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)

@@ -15,6 +15,7 @@ from opencomposer.agent.protocol.common import ActionClass, LineRange
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
 from opencomposer.agent.tools.changes import FileOp
 from opencomposer.agent.tools.errors import Conflict, Denied, InvalidArguments, NotFound
+from opencomposer.agent.tools.terminal.git_guard import write_protection
 from opencomposer.agent.tools.textfile import (
     BinaryFile,
     TextFile,
@@ -28,19 +29,26 @@ MAX_LINE_CHARS = 2_000
 
 
 def writable(workspace: Workspace, path: str) -> Path:
-    """Resolve a path the agent may change: inside the workspace, outside `.git`."""
+    """Resolve a path the agent may change: inside the workspace, outside `.git`, outside
+    any other git directory and the hooks folder and config files git uses (what is written
+    there runs on the host when the user runs git)."""
     resolved = workspace.resolve(path)
+    hint = "Git's own files are the user's to change: ask them."
     if ".git" in resolved.relative_to(workspace.root).parts:
-        raise Denied(f"{path} is inside .git", hint="Change the repository with git commands.")
+        raise Denied(f"{path} is inside .git", hint=hint)
+    protection = write_protection(workspace.root, resolved)
+    if protection is not None:
+        raise Denied(f"{path} is {protection}", hint=hint)
     if resolved == workspace.root or resolved.is_dir():
         raise InvalidArguments(f"{path} is a directory")
     return resolved
 
 
-def existing_file(path: Path, shown: str) -> bytes:
-    if not path.is_file():
+def existing_file(workspace: Workspace, path: Path, shown: str) -> bytes:
+    """The whole file (any size: it is kept for undo, not decoded)."""
+    if not workspace.is_file(path):
         raise NotFound(f"{shown} does not exist", hint="Check the path with glob.")
-    return path.read_bytes()
+    return workspace.read_bytes(path, limit=None)
 
 
 def encode_as(document: TextFile, text: str, shown: str) -> bytes:
@@ -100,7 +108,8 @@ class ReadFile(Tool):
         try:
             document = workspace.read_text(path)
         except BinaryFile:
-            size = path.stat().st_size
+            info = workspace.stat(path)
+            size = info.st_size if info is not None else 0
             return ToolResult(
                 text=f"{shown} is a binary file ({size:,} bytes); it cannot be shown as text.",
                 fields={"path": shown},
@@ -121,7 +130,8 @@ class ReadFile(Tool):
         for number in range(args.offset, min(total, args.offset - 1 + wanted) + 1):
             line = lines[number - 1]
             if len(line) > MAX_LINE_CHARS:
-                line = f"{line[:MAX_LINE_CHARS]} [... {len(line) - MAX_LINE_CHARS:,} more characters]"
+                cut = len(line) - MAX_LINE_CHARS
+                line = f"{line[:MAX_LINE_CHARS]} [... {cut:,} more characters]"
             entry = f"{number:>6}\t{line}"
             if numbered and used + len(entry) + 1 > budget:
                 break
@@ -211,7 +221,7 @@ class DeleteFile(Tool):
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
         shown = workspace.relative(path)
-        before = existing_file(path, shown)
+        before = existing_file(workspace, path, shown)
         changes = await ctx.harness.apply([FileOp("delete", path, before, None)], ctx)
         return ToolResult(text=f"Deleted {shown}.",
                           fields={"changes": changes})
@@ -245,8 +255,8 @@ class MoveFile(Tool):
         source = writable(workspace, args.path)
         target = writable(workspace, args.new_path)
         shown, shown_target = workspace.relative(source), workspace.relative(target)
-        data = existing_file(source, shown)
-        if target.exists():
+        data = existing_file(workspace, source, shown)
+        if workspace.stat(target) is not None:
             raise Conflict(f"{shown_target} already exists",
                            hint="Pick another name, or delete the target first.")
         changes = await ctx.harness.apply(

@@ -8,6 +8,7 @@ background jobs, the to-do list, code indexes) lives here, one harness per threa
 rollouts can run side by side in one process.
 """
 
+import asyncio
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from opencomposer.agent.protocol.common import ActionClass, ErrorInfo
 from opencomposer.agent.protocol.items import FileChange, TodoEntry
-from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, View
+from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult, View
 from opencomposer.agent.tools.changes import FileOp, apply_ops, describe
 from opencomposer.agent.tools.checkpoints import CheckpointStore, UndoScope
 from opencomposer.agent.tools.errors import (
@@ -36,7 +37,8 @@ from opencomposer.agent.tools.errors import (
 from opencomposer.agent.tools.indexes import CodeIndexes
 from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.search import list_workspace_files
-from opencomposer.agent.tools.terminal.environment import dotenv_secret_values, scrub_environment
+from opencomposer.agent.tools.secret_files import SecretFiles, names_secret_file
+from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
 from opencomposer.agent.tools.terminal.sandbox import Sandbox, detect_sandbox
 from opencomposer.agent.tools.workspace import Workspace
@@ -100,6 +102,10 @@ class UndoOutcome:
     conflicts: list[str]
     """Files changed by someone else since the agent wrote them; left untouched."""
 
+    unrestorable: list[str] = field(default_factory=list)
+    """Secret files the undone edits changed: their contents are never kept in checkpoints,
+    so undo cannot put them back."""
+
 
 class ToolHarness:
     def __init__(
@@ -119,6 +125,14 @@ class ToolHarness:
         self.thread_id = thread_id
         self.models_dir = models_dir
         self.redactor = redactor or Redactor()
+        self.secret_files = SecretFiles(workspace.root, self.redactor)
+        self.secret_files.refresh(force=True)  # known before anything of the thread goes out
+        # The commands' environment, and what was left out of it masked from the start: a
+        # value may reach the model some other way (a config file, a test's output).
+        self._env, dropped = scrub_environment(os.environ, settings.secret_env,
+                                               settings.sandbox.env)
+        for secret in dropped:
+            self.redactor.add(secret)
         self.todos: list[TodoEntry] = []
         self._tools = {tool.name: tool for tool in (tools or default_tools())}
         self.indexes = CodeIndexes(workspace.root, data_dir, models_dir, self.list_files)
@@ -173,24 +187,39 @@ class ToolHarness:
         started = time.perf_counter()
         context = ToolContext(harness=self, call_id=call_id, turn_id=turn_id, on_output=on_output)
         try:
-            result = await tool.run(prepared.args, context)
+            result = await self._run_tool(prepared, context)
         except ToolError as error:
             return self.failure(call_id, tool.name, error, prepared, _ms(started))
         except Exception as exc:  # a bug in a tool must not crash the turn
             log.exception("tool %s failed", tool.name, extra={"call_id": call_id})
             error = UnexpectedEnvironment(f"the {tool.name} tool failed unexpectedly: {exc}")
             return self.failure(call_id, tool.name, error, prepared, _ms(started))
+        text = self._for_model(result.text + self._not_checkpointed(call_id))
         return CallOutcome(
             call_id=call_id,
             tool=tool.name,
             ok=True,
-            text=self._for_model(result.text),
+            text=text,
             view=tool.view,
-            fields=result.fields,
-            data=result.data,
+            fields=self.redactor.redact_data(result.fields),  # diffs, matches, paths
+            data=self.redactor.redact_data(result.data),
             action_class=prepared.action_class,
             duration_ms=_ms(started),
         )
+
+    async def _run_tool(self, prepared: PreparedCall, context: ToolContext) -> ToolResult:
+        """The tool's result, and then (however it ended) what secret files hold brought up
+        to date before the result goes anywhere: all of them after a command, which may
+        have written one anywhere, or a call or result that names one (it may have made,
+        changed or shown it); else as often as REFRESH_INTERVAL allows."""
+        touches = bool(prepared.commands) or names_secret_file(prepared.args.model_dump())
+        try:
+            result = await prepared.tool.run(prepared.args, context)
+        except BaseException:
+            self.secret_files.refresh(force=touches)
+            raise
+        self.secret_files.refresh(force=touches or names_secret_file(result.text))
+        return result
 
     def failure(self, call_id: str, name: str, error: ToolError,
                 prepared: PreparedCall | None = None, duration_ms: int = 0) -> CallOutcome:
@@ -203,7 +232,19 @@ class ToolHarness:
                            duration_ms=duration_ms)
 
     def _for_model(self, text: str) -> str:
+        self.secret_files.refresh()
         return cap_text(self.redactor.redact(text), self.settings.output_cap)
+
+    def _not_checkpointed(self, call_id: str) -> str:
+        """A note for the model when the call changed secret files, which undo cannot put
+        back (their contents are never kept)."""
+        if "checkpoints" not in self.__dict__:
+            return ""
+        paths = [self.workspace.relative(Path(p)) for p in self.checkpoints.unkept(call_id)]
+        if not paths:
+            return ""
+        return (f"\nNote: secret files are never kept in checkpoints, so undo cannot restore "
+                f"{', '.join(paths)}.")
 
     # ------------------------------------------------------------------ files
 
@@ -220,7 +261,11 @@ class ToolHarness:
         changed since the agent wrote it is reported, not overwritten."""
         restored, conflicts, undone = [], [], []
         for item in self.checkpoints.plan_undo(scope, turn_id):
-            current = self.workspace.current_bytes(item.path)
+            try:
+                current = self.workspace.current_bytes(item.path)
+            except ToolError:  # unreadable now, or a symlink took its path: left alone
+                conflicts.append(self.workspace.relative(item.path))
+                continue
             if current != item.expected:
                 conflicts.append(self.workspace.relative(item.path))
                 continue
@@ -234,12 +279,14 @@ class ToolHarness:
                 op = FileOp("add" if current is None else "update", item.path, current,
                             item.restore)
                 await self.workspace.writer.write(item.path, item.restore)
-            restored.append(describe(op, self.workspace))
-        self.checkpoints.mark_undone(undone)
+            restored.append(self.redactor.redact_data(describe(op, self.workspace)))
+        secret, secret_changes = self.checkpoints.unrestorable(scope, turn_id)
+        self.checkpoints.mark_undone([*undone, *secret_changes])
         if conflicts and not restored:
             raise Conflict(f"nothing undone: {', '.join(conflicts)} changed since the agent "
                            "wrote them")
-        return UndoOutcome(restored=restored, conflicts=conflicts)
+        return UndoOutcome(restored=restored, conflicts=conflicts,
+                           unrestorable=[self.workspace.relative(path) for path in secret])
 
     # ------------------------------------------------------------------ terminal
 
@@ -249,18 +296,19 @@ class ToolHarness:
 
     @cached_property
     def jobs(self) -> JobManager:
-        env, secrets = scrub_environment(os.environ, self.settings.secret_env)
-        for secret in [*secrets, *dotenv_secret_values(self.workspace.root)]:
-            self.redactor.add(secret)
-        return JobManager(self.sandbox, self.workspace.root, env, self.redactor,
+        guard = self.sandbox.guard
+        return JobManager(self.sandbox, self.workspace.root, self._env, self.redactor,
                           output_cap=self.settings.output_cap,
-                          max_lifetime=self.settings.sandbox.max_lifetime)
+                          max_lifetime=self.settings.sandbox.max_lifetime,
+                          on_exit=guard.review if guard is not None else None)
 
     # ------------------------------------------------------------------ code indexes
 
     def list_files(self) -> list[Path]:
-        """Every file of the workspace that ignore rules keep (what grep and glob see)."""
-        return list_workspace_files(self.workspace.root)
+        """Every file of the workspace that ignore rules keep (what grep and glob see). The
+        code indexes call it from worker threads, so it runs ripgrep (in the sandbox) on an
+        event loop of its own."""
+        return asyncio.run(list_workspace_files(self.workspace.root, self.sandbox))
 
     async def close(self) -> None:
         """Stop background work and release files (idempotent)."""

@@ -4,51 +4,101 @@ Both honour .gitignore (also outside git repositories), include hidden files but
 `.git`, and sort by path so the same workspace always gives the same answer (RL rollouts and
 tests depend on it). Output is what models know from ripgrep itself (`path:line:text`, `-` for
 context lines), capped, with totals for what was left out so the model can narrow the search.
+
+ripgrep walks the tree by name, so a folder swapped for a symlink while it walks would lead it
+out of the workspace; it therefore runs inside the command sandbox (network off, no
+environment), where a race reaches nothing a command could not read anyway.
 """
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
-import subprocess
+import shlex
+import signal
+import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
-from opencomposer.agent.tools.errors import InvalidArguments, UnexpectedEnvironment
+from opencomposer.agent.tools.errors import (
+    InvalidArguments,
+    NotFound,
+    Timeout,
+    ToolError,
+    UnexpectedEnvironment,
+)
+from opencomposer.agent.tools.terminal.sandbox import Sandbox
+from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.paths import find_program
 
 MAX_LINE_CHARS = 500
 MAX_GLOB_RESULTS = 500
+# Listing or searching the largest monorepos takes tens of seconds; a run still going after
+# five minutes is stuck (the limit list_workspace_files always had).
+RIPGREP_TIMEOUT = 300.0
 _COMMON = ["--hidden", "--no-require-git", "--glob", "!.git", "--sort", "path"]
+# A shell's "command not found": the sandbox does not show ripgrep's folder.
+_NOT_STARTED = 127
 
 
 def ripgrep() -> Path:
     rg = find_program("rg")
     if rg is None:
-        raise UnexpectedEnvironment("ripgrep (rg) is not installed",
-                                    hint="Install the `ripgrep` wheel; `opencomposer doctor` checks it.")
+        raise UnexpectedEnvironment(
+            "ripgrep (rg) is not installed",
+            hint="Install the `ripgrep` wheel; `opencomposer doctor` checks it.")
     return rg
 
 
-def list_workspace_files(root: Path) -> list[Path]:
+async def list_workspace_files(root: Path, sandbox: Sandbox) -> list[Path]:
     """Absolute paths of the files under `root` that ignore rules keep, sorted."""
-    proc = subprocess.run([str(ripgrep()), "--files", *_COMMON, "--", "."], cwd=root,
-                          capture_output=True, timeout=300)
-    if proc.returncode not in (0, 1):
+    code, out, err = await run_ripgrep(["--files", *_COMMON, "--", "."], root, sandbox)
+    # 2 is also an error on some paths (unreadable, or gone while walked): the rest is listed.
+    if code not in (0, 1) and not (code == 2 and out):
         raise UnexpectedEnvironment(f"ripgrep could not list files: "
-                                    f"{proc.stderr.decode(errors='replace').strip()}")
-    return [root / _display_path(line) for line in
-            proc.stdout.decode("utf-8", "replace").splitlines()]
+                                    f"{err.decode(errors='replace').strip()}")
+    return [root / _display_path(line) for line in out.decode("utf-8", "replace").splitlines()]
 
 
-async def run_ripgrep(args: list[str], cwd: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        str(ripgrep()), *args, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=2**24,
-    )
+async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int, bytes, bytes]:
+    """ripgrep's exit code, stdout and stderr, run in `sandbox` with the network off and an
+    empty environment (no RIPGREP_CONFIG_PATH to change its flags)."""
+    rg = ripgrep()
+    try:
+        limits = sandbox.limits.open()
+    except OSError as exc:
+        raise UnexpectedEnvironment(f"could not put ripgrep under the sandbox's resource "
+                                    f"limits: {exc}") from None
+    try:
+        try:
+            proc = await sandbox.spawn(shlex.join([str(rg), *args]), cwd=cwd, env={},
+                                       network=False, stdin=False, limits=limits)
+        except OSError as exc:  # the folder to search in is gone
+            raise NotFound(f"cannot search {cwd}: {exc.strerror or exc}") from None
+        try:
+            async with asyncio.timeout(RIPGREP_TIMEOUT):
+                out, err = await proc.communicate()
+        except BaseException as exc:  # timed out, or the call was cancelled: stop the search
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: bwrap and all it runs
+            await proc.wait()
+            if isinstance(exc, TimeoutError):
+                raise Timeout(f"ripgrep did not finish within {RIPGREP_TIMEOUT:g} s",
+                              hint="Narrow the search with path or glob.") from None
+            raise
+    finally:
+        await limits.release()
+    if proc.returncode == _NOT_STARTED:
+        raise UnexpectedEnvironment(
+            f"ripgrep ({rg}) could not start in the {sandbox.name} sandbox: "
+            f"{err.decode(errors='replace').strip()}",
+            hint="Install ripgrep where the sandbox shows it (the venv or a system folder).")
+    assert proc.returncode is not None
+    return proc.returncode, out, err
 
 
 def _place(shown: str) -> str:
@@ -113,10 +163,11 @@ class Grep(Tool):
         # file (fast, unsorted), then print only the first files in path order that hold
         # max_results matches. Sorting a single pass (`--sort path`) would make ripgrep
         # single-threaded: 2x slower on the benchmark tree.
-        workspace = ctx.harness.workspace
-        target = workspace.resolve(args.path)
+        workspace, sandbox = ctx.harness.workspace, ctx.harness.sandbox
+        target = _searchable(workspace, args.path)
         matcher = self._matcher(args)
-        counts = await _count_matches(matcher, workspace.relative(target), workspace.root)
+        counts = await _count_matches(matcher, workspace.relative(target), workspace.root,
+                                      sandbox)
         total_matches, total_files = sum(counts.values()), len(counts)
         fields = {"query": args.pattern, "method": "grep", "match_count": total_matches,
                   "file_count": total_files, "truncated": total_matches > args.max_results}
@@ -131,7 +182,7 @@ class Grep(Tool):
             if covered >= args.max_results:
                 break
         lines, shown = await _print_matches(matcher, args.context, chosen, workspace.root,
-                                            args.max_results)
+                                            sandbox, args.max_results)
         text = "\n".join(lines)
         if total_matches > shown:
             more_files = total_files - len(chosen)
@@ -152,15 +203,26 @@ class Grep(Tool):
         return [*flags, "-e", args.pattern]
 
 
-async def _count_matches(matcher: list[str], target: str, root: Path) -> dict[str, int]:
+def _searchable(workspace: Workspace, path: str) -> Path:
+    """The folder or regular file grep searches (ripgrep would wait forever on a FIFO)."""
+    target = workspace.resolve(path)
+    info = workspace.stat(target)
+    if info is None:
+        raise NotFound(f"{path} does not exist", hint="Check the path with glob.")
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        raise InvalidArguments(f"{path} is not a regular file or a folder")
+    return target
+
+
+async def _count_matches(matcher: list[str], target: str, root: Path,
+                         sandbox: Sandbox) -> dict[str, int]:
     """Matching lines per file under `target` (relative to `root`), keyed by relative path."""
-    proc = await run_ripgrep(["--count", "--with-filename", "--null", *matcher, "--", target],
-                             root)
-    out, err = await proc.communicate()
-    if proc.returncode == 2 and not out:
+    code, out, err = await run_ripgrep(
+        ["--count", "--with-filename", "--null", *matcher, "--", target], root, sandbox)
+    if code == 2 and not out:
         message = err.decode(errors="replace").strip().splitlines()
         raise InvalidArguments(
-            f"ripgrep rejected the search: {message[-1] if message else proc.returncode}",
+            f"ripgrep rejected the search: {message[-1] if message else code}",
             hint="Fix the regular expression, or set literal=true to search plain text.")
     counts = {}
     for record in out.split(b"\n"):
@@ -171,12 +233,11 @@ async def _count_matches(matcher: list[str], target: str, root: Path) -> dict[st
 
 
 async def _print_matches(matcher: list[str], context: int, paths: list[str], root: Path,
-                         limit: int) -> tuple[list[str], int]:
+                         sandbox: Sandbox, limit: int) -> tuple[list[str], int]:
     """ripgrep-style lines for the matches in `paths` (in that order), at most `limit`;
     groups of context lines are separated by `--` as ripgrep does."""
     around = ["--context", str(context)] if context else []
-    proc = await run_ripgrep(["--json", *matcher, *around, "--", *paths], root)
-    out, _ = await proc.communicate()
+    _, out, _ = await run_ripgrep(["--json", *matcher, *around, "--", *paths], root, sandbox)
     by_file: dict[str, list[tuple[int, str, str]]] = {}
     for raw in out.splitlines():
         event = json.loads(raw)
@@ -227,12 +288,12 @@ class Glob(Tool):
     async def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
         folder = workspace.resolve(args.path)
-        if not folder.is_dir():
+        if not workspace.is_dir(folder):
             raise InvalidArguments(f"{args.path} is not a folder",
                                    hint="Pass the folder to search in as path.")
-        proc = await run_ripgrep(["--files", *_COMMON, "--glob", args.pattern, "--", "."], folder)
-        out, err = await proc.communicate()
-        if proc.returncode == 2:
+        code, out, err = await run_ripgrep(
+            ["--files", *_COMMON, "--glob", args.pattern, "--", "."], folder, ctx.harness.sandbox)
+        if code == 2:
             raise InvalidArguments(f"invalid glob {args.pattern!r}: {err.decode().strip()}")
         paths = [folder / _display_path(p) for p in out.decode("utf-8", "replace").splitlines()]
         fields = {"query": args.pattern, "method": "glob", "match_count": len(paths),
@@ -241,7 +302,8 @@ class Glob(Tool):
             where = _place(workspace.relative(folder))
             return ToolResult(text=f"No files match {args.pattern!r} in {where}.",
                               fields=fields)
-        shown = [f"{workspace.relative(p)} ({_size(p)})" for p in paths[:MAX_GLOB_RESULTS]]
+        shown = [f"{workspace.relative(p)} ({_size(workspace, p)})"
+                 for p in paths[:MAX_GLOB_RESULTS]]
         text = "\n".join(shown)
         if len(paths) > MAX_GLOB_RESULTS:
             text += (f"\n[... {len(paths) - MAX_GLOB_RESULTS:,} more files; use a narrower "
@@ -249,11 +311,14 @@ class Glob(Tool):
         return ToolResult(text=text, fields=fields)
 
 
-def _size(path: Path) -> str:
+def _size(workspace: Workspace, path: Path) -> str:
     try:
-        size = path.stat().st_size
-    except OSError:
+        info = workspace.stat(path)
+    except (OSError, ToolError):  # unreadable, or swapped for a symlink since listed
+        info = None
+    if info is None:
         return "?"
+    size: float = info.st_size
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1024 or unit == "GB":
             return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"

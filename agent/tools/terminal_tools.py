@@ -5,9 +5,17 @@ A command that outlives its soft timeout is not killed: control comes back with 
 far and a job id, and the model decides whether to wait, read, feed input or kill. Every
 result states the exit code or that the command is still running, so a silent command is
 never mistaken for a failure.
+
+Every result also carries the sandbox's git guard: it reviews the workspace (what commands
+left for the host's git to run is moved aside, and said so, in text and in `data.git_guard`),
+and a command that failed on the read-only `.git` is told why in one line, so the model asks
+the user instead of retrying.
 """
 
-from typing import Any
+import shlex
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -16,7 +24,16 @@ from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResul
 from opencomposer.agent.tools.terminal.classify import classify_command
 from opencomposer.agent.tools.terminal.jobs import CommandResult
 
+if TYPE_CHECKING:
+    from opencomposer.agent.tools.harness import ToolHarness
+
 MAX_TIMEOUT = 600.0
+
+READ_ONLY_GIT = (
+    "[note: the sandbox keeps .git, git hooks and git config read-only, so git commands that "
+    "change the repository (commit, add, checkout -b, stash, config) fail here; do not retry: "
+    "ask the user to run them, or leave the change uncommitted]"
+)
 
 
 def describe(result: CommandResult, command: str | None = None,
@@ -34,9 +51,39 @@ def describe(result: CommandResult, command: str | None = None,
     if command is not None:
         fields.update(command=command, cwd=".", sandbox=sandbox)
     data = {"output_bytes": result.output_bytes, "truncated": result.truncated,
-            "running": result.running, "job_id": result.job_id}
+            "running": result.running, "job_id": result.job_id, "limit": result.limit}
     return ToolResult(text=f"{result.output}\n{status}",
                       fields=fields, data=data)
+
+
+async def guarded(harness: "ToolHarness", result: CommandResult, described: ToolResult,
+                  command: str | None = None) -> ToolResult:
+    """`described` with the git guard's review: what it neutralized since the last result,
+    and why a git command failed when the read-only binds refused it."""
+    guard = harness.sandbox.guard
+    if guard is None:
+        return described
+    await guard.review()
+    if guard.blocked(result.output) or (command is not None and _failed_git_write(result, command)):
+        described.text += f"\n{READ_ONLY_GIT}"
+    changes = guard.take()
+    if changes:
+        described.text += (
+            "\n[git guard: " + "; ".join(change.line() for change in changes) + ". The "
+            "user's git would have run these on the host; the originals are kept outside the "
+            "workspace. Tell the user; do not recreate them.]")
+        described.data["git_guard"] = [asdict(change) for change in changes]
+    return described
+
+
+def _failed_git_write(result: CommandResult, command: str) -> bool:
+    """A command with a git subcommand that changes the repository failed: some fail on the
+    read-only `.git` without a word (`git stash` exits 1 silently)."""
+    if result.exit_code in (None, 0):
+        return False
+    return any(Path(argv[0]).name == "git" and
+               classify_command(shlex.join(argv)).action_class != ActionClass.read_only
+               for argv in classify_command(command).argvs if argv)
 
 
 class RunTerminalArgs(ToolArgs):
@@ -84,7 +131,9 @@ class RunTerminal(Tool):
             network=harness.settings.allow_network,
             on_output=ctx.on_output,
         )
-        described = describe(result, args.command, harness.sandbox.name)
+        described = await guarded(harness, result,
+                                  describe(result, args.command, harness.sandbox.name),
+                                  args.command)
         unsaved = harness.workspace.unsaved()
         if unsaved:
             # Commands read the disk; the model's reads and edits saw the editor's buffers.
@@ -110,7 +159,8 @@ class TerminalOutput(Tool):
     Args = TerminalOutputArgs
 
     async def run(self, args: TerminalOutputArgs, ctx: ToolContext) -> ToolResult:
-        return describe(await ctx.harness.jobs.output(args.job_id, wait=args.wait))
+        result = await ctx.harness.jobs.output(args.job_id, wait=args.wait)
+        return await guarded(ctx.harness, result, describe(result))
 
 
 class TerminalInputArgs(JobArgs):
@@ -127,7 +177,8 @@ class TerminalInput(Tool):
         return ActionClass.writes_workspace
 
     async def run(self, args: TerminalInputArgs, ctx: ToolContext) -> ToolResult:
-        return describe(await ctx.harness.jobs.write_input(args.job_id, args.text))
+        result = await ctx.harness.jobs.write_input(args.job_id, args.text)
+        return await guarded(ctx.harness, result, describe(result))
 
 
 class TerminalKill(Tool):
@@ -136,4 +187,5 @@ class TerminalKill(Tool):
     Args = JobArgs
 
     async def run(self, args: JobArgs, ctx: ToolContext) -> ToolResult:
-        return describe(await ctx.harness.jobs.kill(args.job_id))
+        result = await ctx.harness.jobs.kill(args.job_id)
+        return await guarded(ctx.harness, result, describe(result))

@@ -1,9 +1,19 @@
 """Text files as the tools see them: decoded, with their on-disk format remembered so that a
 write puts back the same encoding, byte-order mark, line endings and final newline.
 
-Decoding order: a byte-order mark decides; else strict UTF-8; else charset-normalizer's best
-guess when it is confident; else Latin-1, which decodes any byte sequence. A NUL byte in the
-first 8 KiB (and no UTF-16/32 mark) means binary: such files are reported, never decoded.
+Decoding order: a byte-order mark decides; else strict UTF-8; else the legacy code page that
+charset-normalizer finds cleanest; else Latin-1, which decodes any byte sequence. A NUL byte
+in the first 8 KiB (and no UTF-16/32 mark) means binary: such files are reported, never
+decoded.
+
+Choosing a code page: charset-normalizer skips code pages similar to one it has already
+accepted, so for short Western text its answer is an arbitrary one of many that decode
+cleanly (`café` came back as cp1006, Urdu). So cp1252, the code page of legacy Western files
+(Latin-1 plus printable 0x80-0x9F: every Latin-1 text file without C1 controls is valid
+cp1252 and encodes back to the same bytes), is always scored as well, by charset-normalizer's
+own measures, and wins unless the other reading is less messy, or as clean and more coherent
+as a language: Russian in cp1251, Japanese in Shift-JIS or Turkish in cp1254 keep their code
+page, and bytes cp1252 leaves undefined, or makes a mess of, are never read as cp1252.
 """
 
 import codecs
@@ -23,6 +33,10 @@ _BOMS = (
 # charset-normalizer's chaos score: lower is cleaner; above this its guess is no better than
 # Latin-1 (measured on Latin-1 and CP-1252 source files, which score 0.0-0.1 when right).
 _MAX_CHAOS = 0.2
+# Scores this close are a tie, which the more common code page wins: charset-normalizer's
+# scores move in steps of about 0.07 on a one-line text, so a tie is "the same".
+_SAME_SCORE = 0.01
+_WESTERN = "cp1252"
 
 
 class BinaryFile(Exception):
@@ -89,18 +103,32 @@ def decode(data: bytes) -> TextFile:
         return TextFile(text, _format(text, "utf-8"))
     except UnicodeDecodeError:
         pass
-    matches = charset_normalizer.from_bytes(data)
-    best = matches.best()
-    if best is not None and best.chaos <= _MAX_CHAOS and best.encoding not in ("ascii", "utf_8"):
-        # Short Western text decodes equally cleanly in several code pages; prefer the one
-        # legacy source files actually use (cp1252 is Latin-1 plus printable 0x80-0x9F).
-        tied = [m for m in matches if m.chaos <= best.chaos + 0.01]
-        chosen = next((m for m in tied if m.encoding == "cp1252"), best)
+    chosen = _legacy_code_page(data)
+    if chosen is not None:
         encoding = codecs.lookup(chosen.encoding).name
         text = str(chosen)
         return TextFile(text, _format(text, encoding))
     text = data.decode("latin-1")
     return TextFile(text, _format(text, "latin-1"))
+
+
+def _legacy_code_page(data: bytes) -> charset_normalizer.CharsetMatch | None:
+    """The cleanest reading of non-UTF-8 bytes, or None when none is clean enough; the module
+    docstring says how the two candidates are ranked."""
+    best = _clean(charset_normalizer.from_bytes(data).best())
+    western = _clean(charset_normalizer.from_bytes(data, cp_isolation=[_WESTERN]).best())
+    if best is None or western is None:
+        return western or best
+    cleaner = best.chaos < western.chaos - _SAME_SCORE
+    more_coherent = (abs(best.chaos - western.chaos) <= _SAME_SCORE
+                     and best.coherence > western.coherence + _SAME_SCORE)
+    return best if cleaner or more_coherent else western
+
+
+def _clean(match: charset_normalizer.CharsetMatch | None) -> charset_normalizer.CharsetMatch | None:
+    if match is None or match.chaos > _MAX_CHAOS or match.encoding in ("ascii", "utf_8"):
+        return None
+    return match
 
 
 def new_file(text: str) -> TextFile:

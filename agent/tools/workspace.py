@@ -1,18 +1,28 @@
 """The workspace: the one folder every tool call is confined to.
 
-Paths are resolved (symlinks included) before use, so neither `../` nor a symlink pointing out
-of the tree reaches outside it. Reads see the editor's unsaved buffers when a transport
-provides them (the overlay); writes go through a `Writer`, which is the disk by default and
-the editor (`workspace/applyEdit`) under LSP.
+A path is named by resolving it (symlinks followed, so a symlink inside the tree to another
+file inside it works) and refused when the name falls outside the root. Every read, write,
+stat, delete and move then goes through `beneath.Tree`, which walks the resolved name from a
+descriptor of the root opened once and never follows a symlink: a folder swapped for a
+symlink between the check and the use is refused, not followed. Reads see the editor's
+unsaved buffers when a transport provides them (the overlay); writes go through a `Writer`,
+which is the disk by default and the editor (`workspace/applyEdit`) under LSP.
 """
 
 import os
-import tempfile
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from opencomposer.agent.tools.errors import Denied, InvalidArguments, NotFound
+from opencomposer.agent.tools.beneath import FileTooLarge, NotRegularFile, PathChanged, Tree
+from opencomposer.agent.tools.errors import (
+    Denied,
+    InvalidArguments,
+    NotFound,
+    ToolError,
+    UnexpectedEnvironment,
+)
 from opencomposer.agent.tools.textfile import BinaryFile, TextFile, decode, new_file
 
 # Larger files are not decoded whole; 128 MiB covers generated sources and logs users open.
@@ -30,29 +40,20 @@ class Writer(Protocol):
 
 
 class DiskWriter:
-    """Atomic writes: a temporary file in the same folder, then a rename, so a reader or a
-    crash never sees half a file. An existing file keeps its permission bits."""
+    """Changes on disk, beneath the workspace's root descriptor (`Tree` says how: atomic
+    writes, permission bits kept, symlinks refused)."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
 
     async def write(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mode = path.stat().st_mode & 0o7777 if path.exists() else None
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            if mode is not None:
-                os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        self.tree.write(path, data)
 
     async def delete(self, path: Path) -> None:
-        path.unlink()
+        self.tree.unlink(path)
 
     async def move(self, source: Path, target: Path) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(source, target)
+        self.tree.rename(source, target)
 
 
 class Workspace:
@@ -63,7 +64,8 @@ class Workspace:
         if not resolved.is_dir():
             raise NotFound(f"workspace {root} is not a directory")
         self.root = resolved
-        self.writer: Writer = writer or DiskWriter()
+        self.tree = Tree(resolved)
+        self.writer: Writer = writer or DiskWriter(self.tree)
         self._overlay: Mapping[Path, str] = overlay if overlay is not None else {}
 
     # ------------------------------------------------------------------ paths
@@ -75,42 +77,82 @@ class Workspace:
         candidate = Path(path).expanduser()
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = candidate.resolve()
-        if resolved != self.root and self.root not in resolved.parents:
+        resolved = self._resolve(candidate, path)
+        if not self.contains(resolved):
             raise Denied(
                 f"{path} is outside the workspace {self.root}",
                 hint="Use a path relative to the workspace root.",
             )
         return resolved
 
+    def _resolve(self, candidate: Path, shown: str) -> Path:
+        """Symlinks followed by name. Path.resolve fails (EINVAL from readlink) when a link
+        it saw is replaced by a file or folder before it reads it: once more, then refused."""
+        for _ in range(2):
+            try:
+                return candidate.resolve()
+            except RuntimeError:  # Python 3.11's "Symlink loop from ..."
+                raise InvalidArguments(f"{shown}: its symbolic links form a loop") from None
+            except OSError:
+                continue
+        raise PathChanged(shown)
+
+    def contains(self, path: Path) -> bool:
+        return path == self.root or self.root in path.parents
+
     def relative(self, path: Path) -> str:
         """How a path is shown to the model and clients: relative, with forward slashes."""
         relative = path.relative_to(self.root).as_posix()
         return relative or "."
 
+    # ------------------------------------------------------------------ status
+
+    def stat(self, path: Path) -> os.stat_result | None:
+        """The file's own status (a symlink is never followed); None when it does not
+        exist."""
+        return self.tree.lstat(path)
+
+    def is_file(self, path: Path) -> bool:
+        info = self.stat(path)
+        return info is not None and stat.S_ISREG(info.st_mode)
+
+    def is_dir(self, path: Path) -> bool:
+        info = self.stat(path)
+        return info is not None and stat.S_ISDIR(info.st_mode)
+
     # ------------------------------------------------------------------ reading
 
-    def read_bytes(self, path: Path) -> bytes:
-        if not path.exists():
-            raise NotFound(f"{self.relative(path)} does not exist",
-                           hint="Check the path with glob or grep.")
-        if path.is_dir():
-            raise InvalidArguments(f"{self.relative(path)} is a directory",
-                                   hint="List it with glob instead.")
-        size = path.stat().st_size
-        if size > MAX_TEXT_BYTES:
+    def read_bytes(self, path: Path, limit: int | None = MAX_TEXT_BYTES) -> bytes:
+        """A regular file's bytes, refusing with a typed error what is missing, a folder, a
+        FIFO, socket or device, or over `limit` bytes."""
+        shown = self.relative(path) if self.contains(path) else str(path)
+        try:
+            return self.tree.read(path, limit)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"{shown} does not exist",
+                           hint="Check the path with glob or grep.") from None
+        except IsADirectoryError:
+            raise InvalidArguments(f"{shown} is a directory",
+                                   hint="List it with glob instead.") from None
+        except NotRegularFile:
+            raise InvalidArguments(f"{shown} is not a regular file (a FIFO, socket or device)",
+                                   hint="Only regular files can be read.") from None
+        except FileTooLarge as exc:
             raise InvalidArguments(
-                f"{self.relative(path)} is {size:,} bytes, over the {MAX_TEXT_BYTES:,}-byte "
-                "limit for text tools", hint="Search it with grep instead.")
-        return path.read_bytes()
+                f"{shown} is {exc.size:,} bytes, over the {limit:,}-byte limit for text tools",
+                hint="Search it with grep instead.") from None
+        except OSError as exc:
+            raise UnexpectedEnvironment(f"reading {shown} failed: {exc.strerror or exc}") \
+                from None
 
     def read_text(self, path: Path) -> TextFile:
         """The file as text, the editor's unsaved buffer winning over the disk. Raises
         textfile.BinaryFile for binary content."""
         text = self._overlay.get(path)
         if text is not None:
-            on_disk = decode(path.read_bytes()).format if path.is_file() else None
-            return TextFile(text, on_disk) if on_disk else new_file(text)
+            on_disk = self._disk_bytes(path)
+            return TextFile(text, decode(on_disk).format) if on_disk is not None \
+                else new_file(text)
         return decode(self.read_bytes(path))
 
     def unsaved(self) -> list[str]:
@@ -118,12 +160,14 @@ class Workspace:
         which reads the disk, does not see."""
         changed = []
         for path in self._overlay:
+            if not self.contains(path):
+                continue
             try:
-                on_disk = path.read_bytes() if path.is_file() else None
+                on_disk = self._disk_bytes(path)
                 differs = on_disk is None or decode(on_disk).text != self._overlay[path]
-            except (OSError, BinaryFile):
+            except (ToolError, BinaryFile):
                 differs = True
-            if differs and (path == self.root or self.root in path.parents):
+            if differs:
                 changed.append(self.relative(path))
         return sorted(changed)
 
@@ -133,4 +177,8 @@ class Workspace:
         edit outcomes compare with."""
         if path in self._overlay:
             return self.read_text(path).encode()
-        return path.read_bytes() if path.is_file() else None
+        return self._disk_bytes(path)
+
+    def _disk_bytes(self, path: Path) -> bytes | None:
+        """The file on disk, None when there is no regular file there."""
+        return self.read_bytes(path, limit=None) if self.is_file(path) else None

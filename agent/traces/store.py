@@ -23,16 +23,26 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter
 
+from opencomposer.agent.protocol.common import TokenUsage
 from opencomposer.agent.protocol.events import (
     Event,
     ItemCompletedEvent,
+    ItemDeltaEvent,
     ItemStartedEvent,
     ThreadStartedEvent,
     TurnCompletedEvent,
     TurnStartedEvent,
 )
-from opencomposer.agent.protocol.items import Item
-from opencomposer.agent.protocol.threads import Thread, Turn, TurnWithItems
+from opencomposer.agent.protocol.items import Item, ItemStatus
+from opencomposer.agent.protocol.threads import Thread, Turn, TurnStatus, TurnWithItems
+from opencomposer.agent.traces.recovery import (
+    OwnerLock,
+    closing_events,
+    owner_alive,
+    recorded_usage,
+    sweep_dead_owners,
+)
+from opencomposer.paths import private_database, tighten_tree
 from opencomposer.redact import Redactor
 
 SCHEMA_VERSION = 1
@@ -132,6 +142,10 @@ CREATE TABLE IF NOT EXISTS completion_events (
 );
 CREATE INDEX IF NOT EXISTS completion_events_by_completion
     ON completion_events (completion_id, id);
+CREATE TABLE IF NOT EXISTS turn_owners (
+    turn_id TEXT PRIMARY KEY REFERENCES turns (id),
+    owner TEXT NOT NULL
+);
 """
 
 _EVENT = TypeAdapter(Event)
@@ -222,8 +236,11 @@ class TraceStore:
     def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self.path = path
         self.redactor = redactor or Redactor()
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            # 0600 in a 0700 folder before SQLite writes a byte; an older installation's
+            # data folder is tightened whole, once.
+            if private_database(path):
+                tighten_tree(path.parent)
             self._db = sqlite3.connect(path, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -236,7 +253,14 @@ class TraceStore:
             with self._db:
                 self._db.executescript(_SCHEMA)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except (sqlite3.Error, TraceStoreError) as exc:
+            self._owners = path.parent / "owners"
+            self._owner = OwnerLock(self._owners)
+            self.recovered = self._recover_abandoned_turns()
+            """Turns of dead processes this store closed when it opened."""
+            sweep_dead_owners(self._owners)
+        except (sqlite3.Error, OSError, TraceStoreError) as exc:
+            if hasattr(self, "_owner"):
+                self._owner.close()
             if hasattr(self, "_db"):
                 self._db.close()
             if isinstance(exc, TraceStoreError):
@@ -245,6 +269,7 @@ class TraceStore:
 
     def close(self) -> None:
         self._db.close()
+        self._owner.close()
 
     def _json(self, value: Any) -> str:
         return self.redactor.redact(json.dumps(value, ensure_ascii=False, default=str))
@@ -307,28 +332,82 @@ class TraceStore:
 
     def append(self, event: Event) -> None:
         """Add one event and update the state it changes, atomically."""
-        payload = self._model_json(event)
         with self._db:
-            self._db.execute("INSERT INTO events VALUES (?, ?, ?, ?)",
-                             (event.thread_id, event.seq, event.type, payload))
-            if isinstance(event, ItemStartedEvent | ItemCompletedEvent):
-                item = event.item
-                self._db.execute(
-                    "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id) "
-                    "DO UPDATE SET status = excluded.status, payload = excluded.payload",
-                    (event.thread_id, item.id, item.turn_id, event.seq, item.type, item.status,
-                     self._model_json(item)),
-                )
-            elif isinstance(event, TurnStartedEvent | TurnCompletedEvent):
-                turn = event.turn
-                self._db.execute(
-                    "INSERT INTO turns VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) "
-                    "DO UPDATE SET status = excluded.status, payload = excluded.payload",
-                    (turn.id, turn.thread_id, event.seq, turn.status, self._model_json(turn)),
-                )
-            if not isinstance(event, ThreadStartedEvent):
-                self._db.execute("UPDATE threads SET updated_at = ? WHERE id = ?",
-                                 (event.at.isoformat(), event.thread_id))
+            self._append(event)
+
+    def _append(self, event: Event) -> None:
+        """`append` inside a transaction the caller holds."""
+        self._db.execute("INSERT INTO events VALUES (?, ?, ?, ?)",
+                         (event.thread_id, event.seq, event.type, self._model_json(event)))
+        if isinstance(event, ItemStartedEvent | ItemCompletedEvent):
+            item = event.item
+            self._db.execute(
+                "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id) "
+                "DO UPDATE SET status = excluded.status, payload = excluded.payload",
+                (event.thread_id, item.id, item.turn_id, event.seq, item.type, item.status,
+                 self._model_json(item)),
+            )
+        elif isinstance(event, TurnStartedEvent | TurnCompletedEvent):
+            turn = event.turn
+            self._db.execute(
+                "INSERT INTO turns VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) "
+                "DO UPDATE SET status = excluded.status, payload = excluded.payload",
+                (turn.id, turn.thread_id, event.seq, turn.status, self._model_json(turn)),
+            )
+            if isinstance(event, TurnStartedEvent):
+                self._db.execute("INSERT OR REPLACE INTO turn_owners VALUES (?, ?)",
+                                 (turn.id, self._owner.id))
+            else:
+                self._db.execute("DELETE FROM turn_owners WHERE turn_id = ?", (turn.id,))
+        if not isinstance(event, ThreadStartedEvent):
+            self._db.execute("UPDATE threads SET updated_at = ? WHERE id = ?",
+                             (event.at.isoformat(), event.thread_id))
+
+    def _recover_abandoned_turns(self) -> list[str]:
+        """Close every running turn whose owner is gone (`recovery`), in one write
+        transaction, so two stores opening at once cannot both close the same turn."""
+        recovered: list[str] = []
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            running = self._db.execute(
+                "SELECT t.payload, t.position, o.owner FROM turns t LEFT JOIN turn_owners o "
+                "ON o.turn_id = t.id WHERE t.status = ?", (TurnStatus.in_progress,)).fetchall()
+            for payload, position, owner in running:
+                if owner_alive(self._owners, owner):
+                    continue
+                turn = Turn.model_validate_json(payload)
+                for event in closing_events(turn, self._open_items(turn.id),
+                                            self._streamed(turn.thread_id, position),
+                                            self._recorded_usage(turn.id),
+                                            self.last_seq(turn.thread_id) + 1):
+                    self._append(event)
+                recovered.append(turn.id)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return recovered
+
+    def _open_items(self, turn_id: str) -> list[Item]:
+        rows = self._db.execute("SELECT payload FROM items WHERE turn_id = ? AND status = ? "
+                                "ORDER BY position", (turn_id, ItemStatus.in_progress))
+        return [_ITEM.validate_json(row[0]) for row in rows]
+
+    def _streamed(self, thread_id: str, after_seq: int) -> dict[str, str]:
+        """Text each item streamed after `after_seq` (a turn's start), joined."""
+        pieces: dict[str, list[str]] = {}
+        for (payload,) in self._db.execute(
+                "SELECT payload FROM events WHERE thread_id = ? AND seq > ? AND type = ? "
+                "ORDER BY seq", (thread_id, after_seq, "item.delta")):
+            event = _EVENT.validate_json(payload)
+            assert isinstance(event, ItemDeltaEvent)
+            pieces.setdefault(event.item_id, []).append(event.delta.text)
+        return {item_id: "".join(texts) for item_id, texts in pieces.items()}
+
+    def _recorded_usage(self, turn_id: str) -> TokenUsage:
+        rows = self._db.execute("SELECT response FROM model_calls WHERE turn_id = ? ORDER BY id",
+                                (turn_id,))
+        return recorded_usage(None if row[0] is None else json.loads(row[0]) for row in rows)
 
     def last_seq(self, thread_id: str) -> int:
         row = self._db.execute("SELECT MAX(seq) FROM events WHERE thread_id = ?",
@@ -374,13 +453,15 @@ class TraceStore:
 
     # ------------------------------------------------------------------ model calls
 
-    def record_model_call(self, call: ModelCallRecord) -> int:
+    def record_model_call(self, call: ModelCallRecord, redactor: Redactor | None = None) -> int:
+        """`redactor`: the thread's (its workspace's secrets too), else the store's."""
+        redactor = redactor or self.redactor
         texts = {}
         for name in ("request", "response", "error"):
             value = getattr(call, name)
             if value is not None:
                 plain = json.dumps(value, ensure_ascii=False, default=str)
-                texts[name] = (plain, self.redactor.redact(plain))
+                texts[name] = (plain, redactor.redact(plain))
         # The token ids cannot be redacted: a call whose text was is flagged, so training can
         # leave it out.
         redacted = any(plain != masked for plain, masked in texts.values())

@@ -5,9 +5,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
-from opencomposer.serving.cli.output import err, print_bench
+from opencomposer.serving.cli.output import err, out, print_bench
 
 bench_app = typer.Typer(help="Benchmarks: ours beside a baseline, as a ratio.",
                         no_args_is_help=True)
@@ -104,3 +105,35 @@ def lsp(
     print_bench(rows, info, f"two stdio servers in their own processes, one client; "
                             f"{completions:,} inline completions and {turns:,} agent turns",
                 json)
+
+
+@bench_app.command("security")
+def security(
+    runs: Annotated[int, typer.Option(min=1, help="run_terminal calls per command and side.")]
+    = 50,
+    bomb: Annotated[bool, typer.Option(
+        help="Also time how long a fork bomb lives at the process limit (only where a cgroup "
+             "enforces it).")] = True,
+    config: ConfigOverrides = None,
+    json: Json = False,
+) -> None:
+    """The resource limits commands run under here (and how each is enforced), then what
+    they add to each run_terminal call, beside the same sandbox without them."""
+    from opencomposer.agent.tools.terminal.bench import run_security_bench  # tools load here
+
+    settings = settings_for(None, overrides_from(config)).settings
+    with err.status("benchmarking the sandbox's resource limits"):
+        rows, info = asyncio.run(run_security_bench(settings.tools.sandbox, runs=runs,
+                                                    bomb=bomb))
+    if not json:
+        table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
+        for column in ("limit", "value", "enforced by", "detail"):
+            table.add_column(column, overflow="fold")
+        for limit in info["limits"]:
+            table.add_row(limit["name"], limit["value"], limit["enforced_by"] or "NOT enforced",
+                          limit["detail"])
+        out.print(f"limits in force ({info['sandbox']} sandbox):")
+        out.print(table)
+        out.print()
+    print_bench(rows, info, f"per run_terminal call, {runs} calls each, limits beside none "
+                            f"in the same {info['sandbox']} sandbox", json)

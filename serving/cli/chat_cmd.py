@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.prompt import Prompt
 
 from opencomposer.config import Settings
@@ -30,6 +31,7 @@ from opencomposer.serving.cli.options import (
     settings_for,
 )
 from opencomposer.serving.cli.output import err, out
+from opencomposer.terminal_text import for_terminal, json_for_terminal
 
 _ANSWERS = {"y": "approve", "a": "approve_for_thread", "n": "deny", "s": "abort"}
 
@@ -70,7 +72,7 @@ async def _chat(settings: Settings, root: Path, request: str, thread_id: str | N
             session = (await runtime.open_thread(thread_id) if thread_id
                        else await runtime.start_thread(root))
         except SessionError as exc:
-            err.print(f"[red]opencomposer: {exc.message}[/]")
+            err.print(f"[red]opencomposer: {escape(exc.message)}[/]")
             return 2
         interactive = sys.stdin.isatty() and not as_json
         events = session.subscribe(session.log.seq, answers_approvals=interactive)
@@ -84,7 +86,7 @@ async def _chat(settings: Settings, root: Path, request: str, thread_id: str | N
         try:
             async for event in events:
                 if as_json:
-                    print(event.model_dump_json(), flush=True)
+                    print(json_for_terminal(event.model_dump_json()), flush=True)
                 else:
                     printer.show(event)
                 if event.type == "item.started" and event.item.type == "approval_request":
@@ -108,7 +110,11 @@ async def _ask(session: Any, item: Any, interactive: bool) -> None:
 
     if not interactive:
         return  # no approver subscribed: the runtime has already denied it
-    out.print(f"[yellow]? approve {item.tool}: {item.summary}[/] [dim]({item.reason})[/]")
+    # One line, every control character and line break visible: the person approves exactly
+    # what will run, with nothing able to rewrite or scroll away part of it.
+    summary = escape(for_terminal(item.summary, newlines=False))
+    out.print(f"[yellow]? approve {escape(item.tool)}: {summary}[/] "
+              f"[dim]({escape(item.reason)})[/]", soft_wrap=True)
     choice = await asyncio.to_thread(
         Prompt.ask, "  [y] yes  [a] yes for this thread  [n] no  [s] stop the turn",
         choices=list(_ANSWERS), default="n", console=out)

@@ -42,6 +42,7 @@ from opencomposer.serving.engines.base import (
     ToolSpec,
 )
 from opencomposer.serving.engines.errors import EngineProtocolError, EngineUnavailable
+from opencomposer.terminal_text import for_terminal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -155,13 +156,13 @@ async def _stream(
 
 def _echo(event: Any) -> None:
     if isinstance(event, TextDelta):
-        print(event.text, end="", flush=True)
+        print(for_terminal(event.text), end="", flush=True)
     elif isinstance(event, ReasoningDelta):
-        err.print(event.text, end="", style="dim italic")
+        err.print(event.text, end="", style="dim italic", markup=False)
     elif isinstance(event, ToolCallStarted):
-        print(f"\n[call {event.name} {event.id}] ", end="", flush=True)
+        print(for_terminal(f"\n[call {event.name} {event.id}] "), end="", flush=True)
     elif isinstance(event, ToolCallArgumentsDelta):
-        print(event.text, end="", flush=True)
+        print(for_terminal(event.text), end="", flush=True)
 
 
 Device = Annotated[str | None, typer.Option(

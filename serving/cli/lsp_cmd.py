@@ -1,10 +1,11 @@
 """`opencomposer lsp`: the language server, over stdio (what editors spawn) or TCP.
 
 Over stdio, stdout is the protocol: nothing else may be printed there (logs go to stderr and
-the log folder). Over TCP the server listens on loopback only, serves the first connection
-only, and requires a token in `initializationOptions.token`, so another local user cannot drive
-the agent as you; the token is `server.token` from the config, or one generated and printed
-once.
+the log folder). Over TCP the server listens on loopback only and serves the first connection
+whose `initialize` carries the token in `initializationOptions.token` (other connections are
+closed without disturbing the listener), so another local user cannot drive the agent as you;
+the token is `server.token` from the config, or one generated and printed once. A stream that
+breaks LSP's framing ends the process with status 1 (`opencomposer.lsp.framing`).
 """
 
 import json
@@ -61,5 +62,4 @@ def lsp(
     if tcp is None:
         server.start_io()
     else:
-        err.print(f"opencomposer LSP listening on 127.0.0.1:{tcp}")
-        server.start_tcp("127.0.0.1", tcp)
+        server.start_tcp("127.0.0.1", tcp)  # logs "listening on ..." once it does

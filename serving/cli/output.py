@@ -1,4 +1,10 @@
-"""Output for humans (rich, on stdout) and scripts (JSON); diagnostics go to stderr."""
+"""Output for humans (rich, on stdout) and scripts (JSON); diagnostics go to stderr.
+
+Both consoles show control characters as visible escapes (`terminal_text`): every string
+rich prints, a table cell or a prompt included, passes through `render_str`, so nothing a
+model, a command or a file wrote can move the cursor or rewrite what the user approves.
+Untrusted text placed inside markup still needs `rich.markup.escape`.
+"""
 
 import json
 from collections.abc import Sequence
@@ -6,16 +12,24 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from opencomposer.benchmark import Row, figure
+from opencomposer.terminal_text import for_terminal, json_for_terminal
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+class SafeConsole(Console):
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(for_terminal(text), **options)
+
+
+out = SafeConsole(highlight=False)
+err = SafeConsole(stderr=True, highlight=False)
 
 
 def print_json(data: Any) -> None:
     # print() rather than rich: JSON must reach pipes byte-exact, without wrapping or markup.
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    print(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "missing": "yellow", "error": "red"}

@@ -1,4 +1,5 @@
-"""`opencomposer serve`: the HTTP server, on loopback unless told otherwise."""
+"""`opencomposer serve`: the HTTP server, on loopback unless told otherwise, with a bearer
+token unless `server.auth = "none"` (honoured on loopback only)."""
 
 import socket
 from typing import Annotated
@@ -24,24 +25,28 @@ def serve(
     workspace: Workspace = None,
     config: ConfigOverrides = None,
 ) -> None:
-    """Serve the HTTP API. Binding a non-loopback address requires a bearer token; one is
-    generated and printed once if the config has none."""
+    """Serve the HTTP API. Clients send the bearer token printed at start-up (`server.token`,
+    or one made once and kept in the data folder), on loopback too."""
     # Imported here: the web stack is a third of the CLI's start-up and only `serve` needs it.
     import uvicorn
 
     from opencomposer.serving.http.app import ENDPOINTS, create_app
-    from opencomposer.serving.http.auth import is_loopback, new_token
+    from opencomposer.serving.http.auth import TOKEN_FILE, TokenError, server_token
+    from opencomposer.serving.http.origin import WILDCARDS, is_loopback
 
     loaded = settings_for(workspace, overrides_from(
         config, **engine_overrides(engine), **{"server.host": host, "server.port": port}))
-    server = loaded.settings.server
-    token = server.token.get_secret_value() if server.token else None
-    if token is None and not is_loopback(server.host):
-        token = new_token()
-        err.print(
-            f"[yellow]{server.host} is not a loopback address: clients must send "
-            f"'Authorization: Bearer {token}' (set server.token to choose your own).[/]"
-        )
+    settings = loaded.settings
+    server = settings.server
+    if server.auth == "none" and not is_loopback(server.host):
+        err.print(f"[red]server.auth = \"none\" is accepted only on a loopback address; "
+                  f"{server.host} is not one (clients elsewhere need the token).[/]")
+        raise typer.Exit(2)
+    try:
+        token = server_token(settings) if server.auth == "token" else None
+    except (TokenError, OSError) as exc:
+        err.print(f"[red]cannot set up the server token: {exc}[/]")
+        raise typer.Exit(1) from None
     app = create_app(loaded, token, workspace)
     # Bind before announcing, so the printed URL carries the real port (also for port 0) and
     # an address in use is a clear error rather than a traceback from inside uvicorn.
@@ -58,14 +63,29 @@ def serve(
     # backlog while the server finishes starting (loading the runtime takes a moment).
     sock.listen(128)
     port = sock.getsockname()[1]
-    shown_host = f"[{server.host}]" if ":" in server.host else server.host
-    url = f"http://{shown_host}:{port}"
+    # A wildcard bind is called by its loopback address here: the Host check refuses 0.0.0.0.
+    shown = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(server.host, server.host)
+    url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
     out.print(f"opencomposer serving at [bold]{url}[/]")
     for path, what in ENDPOINTS.items():
         out.print(f"  {url}{path}  {what}")
-    engine = loaded.settings.engine
-    served = (f"{engine.backend} engine, model {engine.model or DEFAULT_CHAT_MODEL}"
-              if engine.backend == "embedded" else f"{engine.backend} engine")
-    out.print(f"Model: {served}. OpenAI clients: base_url={url}/v1")
+    engine_settings = settings.engine
+    served = (f"{engine_settings.backend} engine, model "
+              f"{engine_settings.model or DEFAULT_CHAT_MODEL}"
+              if engine_settings.backend == "embedded" else f"{engine_settings.backend} engine")
+    if token is None:
+        out.print(f"Model: {served}. OpenAI clients: base_url={url}/v1")
+        err.print("[yellow]server.auth = \"none\": any program on this machine can drive the "
+                  "agent as you.[/]")
+    else:  # soft_wrap: a line that carries the token is never broken, so it copies whole
+        out.print(f"Web page: {url}/?token={token}", soft_wrap=True)
+        out.print(f"Model: {served}. OpenAI clients: base_url={url}/v1, api_key={token}",
+                  soft_wrap=True)
+        kept = "your server.token" if server.token else f"kept in {settings.home / TOKEN_FILE}"
+        out.print(f"Other clients send 'Authorization: Bearer <token>' ({kept}).")
+    if server.host in WILDCARDS:
+        out.print(f"Listening on every interface: clients elsewhere must name this machine by "
+                  f"a name or address in server.allowed_hosts (now: "
+                  f"{', '.join(server.allowed_hosts) or 'none'}).")
     out.file.flush()
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

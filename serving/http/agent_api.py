@@ -29,6 +29,7 @@ from opencomposer.agent.protocol.common import ProtocolModel
 from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
 from opencomposer.agent.protocol.items import ApprovalDecision, UserInput
 from opencomposer.agent.protocol.methods import (
+    MAX_SEQ,
     ApprovalRespondResponse,
     ThreadEventsParams,
     ThreadEventsResponse,
@@ -169,7 +170,7 @@ async def undo(thread_id: str, body: UndoScope, methods: Methods) -> ThreadUndoR
 
 @router.get("/threads/{thread_id}/events")
 async def thread_events(thread_id: str, methods: Methods,
-                        after_seq: Annotated[int, Query(ge=0)] = 0,
+                        after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
                         limit: Annotated[int, Query(ge=1, le=10000)] = 1000
                         ) -> ThreadEventsResponse:
     return await methods.thread_events(ThreadEventsParams(thread_id=thread_id,
@@ -241,9 +242,12 @@ async def start_turn(body: TurnStartBody, session: Session) -> StreamingResponse
 def last_event_id(value: str | None) -> int:
     if value is None:
         return 0
-    if not value.isdigit():
-        raise SessionError(f"Last-Event-ID must be an event seq, not {value!r}",
-                           kind="invalid_request")
+    # isascii: str.isdigit also accepts digits such as "²" that int() refuses; the length
+    # first: int() refuses more than 4300 digits, and MAX_SEQ has 19.
+    if not (value.isascii() and value.isdigit() and len(value) <= len(str(MAX_SEQ))
+            and int(value) <= MAX_SEQ):
+        raise SessionError(f"Last-Event-ID must be an event seq (0 to {MAX_SEQ}), not "
+                           f"{value[:40]!r}", kind="invalid_request")
     return int(value)
 
 
@@ -254,7 +258,7 @@ def seq_reached(last: int) -> Stop:
 @router.get("/threads/{thread_id}/events/stream")
 async def resume_stream(session: Session,
                         last_event: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-                        after_seq: Annotated[int, Query(ge=0)] = 0) -> Response:
+                        after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0) -> Response:
     """The events after `Last-Event-ID`, then live ones until the running turn completes;
     when no turn is running, only what was missed. `after_seq` stands in for the header on
     a first connection, which a browser's EventSource cannot give headers; the header wins,

@@ -3,6 +3,10 @@ turns and items over SSE (`agent_api`), on one FastAPI app with one engine and o
 runtime (`state`); plus health, the protocol's JSON Schema and the doctor report. `/` is the
 trace viewer (`static/`: threads, their turns and items, live turns), whose footer lists what
 is served, so a user who opens the URL is never left guessing.
+
+Every request passes the front door first, outermost to innermost: the Host and Origin checks
+(`origin`), the bearer token (`auth`; all but the page, its assets and the health probes),
+JSON bodies only (`content_type`) and the body size limit (`limits`).
 """
 
 from collections.abc import AsyncIterator
@@ -10,8 +14,9 @@ from contextlib import asynccontextmanager
 from html import escape
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import SecretStr
 
 import opencomposer
 from opencomposer.agent.protocol.schema import protocol_schema
@@ -19,7 +24,8 @@ from opencomposer.config import LoadedSettings
 from opencomposer.serving.doctor import run_doctor
 from opencomposer.serving.engines.base import Engine
 from opencomposer.serving.http import agent_api, completions_api, model_api
-from opencomposer.serving.http.auth import BearerToken
+from opencomposer.serving.http.auth import RequireToken
+from opencomposer.serving.http.content_type import JsonBodies
 from opencomposer.serving.http.limits import BodyLimit
 from opencomposer.serving.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from opencomposer.serving.http.metrics import (
@@ -28,6 +34,7 @@ from opencomposer.serving.http.metrics import (
     ServerMetrics,
     tag_logs_with_request_ids,
 )
+from opencomposer.serving.http.origin import BrowserGuard, HostPolicy
 from opencomposer.serving.http.state import ServerState
 
 ENDPOINTS = {
@@ -49,6 +56,22 @@ STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 """The files under `/static/` and their types; nothing else there is served."""
 
+PUBLIC_PATHS = frozenset({"/", "/healthz", "/readyz",
+                          *(f"/static/{name}" for name in STATIC_TYPES)})
+"""What is served without the token: the page and its assets (they hold no data, and a browser
+cannot send a token to load a page: the page asks for it) and the probes (they say no more
+than up or ready). Exact paths, so no prefix trick reaches anything else."""
+
+PAGE_HEADERS = {
+    # Only the page's own files run, nothing is framed (clickjacking), and its URL, which
+    # carries the token on first load, is never sent on as a Referer.
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                               "form-action 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
 
 def index_page() -> str:
     """`static/index.html` with the version and the endpoint list filled in."""
@@ -63,17 +86,22 @@ def index_page() -> str:
 
 def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None = None, *,
                engine: Engine | None = None) -> FastAPI:
-    """Build the app; with a token every route except /healthz requires it. The engine is the
-    configured one unless given (tests pass a scripted engine)."""
-    guard = [Depends(BearerToken(token))] if token else []
+    """Build the app; with a token every route but `PUBLIC_PATHS` requires it (None: no token
+    check, for tests; the Host and Origin checks apply always). The engine is the configured
+    one unless given (tests pass a scripted engine)."""
+    if token == "":
+        raise ValueError("an empty token would let any `Authorization: Bearer` in")
     metrics = ServerMetrics()
+    settings = loaded.settings
+    if token is not None:  # known to the runtime's redactor, even when made, not configured
+        settings = settings.model_copy(update={"server": settings.server.model_copy(
+            update={"token": SecretStr(token)})})
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from opencomposer.agent.runtime import AgentRuntime
         from opencomposer.serving.engines import make_engine
 
-        settings = loaded.settings
         serving = MeteredEngine(engine or make_engine(settings.engine, settings.models_dir),
                                 metrics)
         runtime = AgentRuntime(settings, serving)
@@ -91,7 +119,7 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
         version=opencomposer.__version__,
         docs_url=None,
         redoc_url=None,
-        openapi_url=None if token else "/openapi.json",
+        openapi_url="/openapi.json",
     )
 
     @app.get("/readyz")
@@ -110,22 +138,19 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
     async def healthz() -> dict[str, str]:
         return {"status": "ok", "version": opencomposer.__version__}
 
-    @app.get("/v1/protocol/schema", dependencies=guard)
+    @app.get("/v1/protocol/schema")
     async def schema() -> JSONResponse:
         return JSONResponse(protocol_schema())
 
-    @app.get("/v1/doctor", dependencies=guard)
+    @app.get("/v1/doctor")
     async def doctor() -> JSONResponse:
         report = await run_doctor(workspace, {})
         return JSONResponse(report.to_json())
 
-    # The page and its two assets are not guarded: they hold no data, and a browser cannot
-    # send a bearer token when it loads a page. The page asks for the token and sends it with
-    # every API call, which is guarded.
     @app.get("/", response_class=HTMLResponse)
-    async def index() -> str:
+    async def index() -> HTMLResponse:
         """The trace viewer (`static/`), with the list of what is served in its footer."""
-        return index_page()
+        return HTMLResponse(index_page(), headers=PAGE_HEADERS)
 
     @app.get("/static/{name}")
     async def static_file(name: str) -> Response:
@@ -134,15 +159,20 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
                                 status_code=404)
         return Response((STATIC / name).read_bytes(), media_type=STATIC_TYPES[name])
 
-    @app.get("/metrics", dependencies=guard)
+    @app.get("/metrics")
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
-    app.add_middleware(BodyLimit, max_bytes=loaded.settings.server.max_body_bytes)
+    # The last one added runs first.
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    app.add_middleware(JsonBodies)
+    if token is not None:
+        app.add_middleware(RequireToken, token=token, public=PUBLIC_PATHS)
+    app.add_middleware(BrowserGuard, policy=HostPolicy.from_settings(settings.server))
     app.add_middleware(RequestMetrics, metrics=metrics)
     tag_logs_with_request_ids()
-    app.include_router(model_api.router, dependencies=guard)
-    app.include_router(completions_api.router, dependencies=guard)
-    app.include_router(agent_api.router, dependencies=guard)
+    app.include_router(model_api.router)
+    app.include_router(completions_api.router)
+    app.include_router(agent_api.router)
     app.state.settings = loaded
     return app

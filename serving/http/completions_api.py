@@ -24,6 +24,7 @@ from opencomposer.serving.engines.base import (
 from opencomposer.serving.http.agent_chat import AGENT_MODEL
 from opencomposer.serving.http.errors import translating_route
 from opencomposer.serving.http.model_api import (
+    INT64,
     Envelope,
     OpenAIBody,
     OpenAIError,
@@ -46,11 +47,11 @@ class CompletionRequest(OpenAIBody):
     model: str | None = None
     prompt: str | list[str]
     suffix: str | None = None
-    max_tokens: int = Field(default=OPENAI_DEFAULT_MAX_TOKENS, ge=1)
+    max_tokens: int = Field(default=OPENAI_DEFAULT_MAX_TOKENS, ge=1, le=INT64)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-INT64 - 1, le=INT64)
     logprobs: int | None = Field(default=None, ge=0, le=5)
     echo: bool = False
     n: int = 1

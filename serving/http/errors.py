@@ -1,20 +1,66 @@
 """Errors per API: each router reports failures in its own clients' shape (OpenAI's for the
 model endpoints, the protocol's for the agent API) without app-wide handlers, so one router's
-convention never leaks into another's."""
+convention never leaks into another's. Refusals made before routing (Host, Origin, token,
+content type, body size) pick the same shape from the path."""
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
+import pydantic_core
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from starlette.types import Send
 
 Translate = Callable[[Exception], Response | None]
 """An exception -> the response to send, or None to let it propagate."""
 
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models")
+"""The routes OpenAI clients call: their errors have OpenAI's shape, which the SDKs read."""
+
+
+def error_body(path: str, kind: str, message: str) -> dict:
+    """An error in the shape the clients of `path` read."""
+    if path in OPENAI_PATHS or path.startswith("/v1/models/"):
+        return {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                          "code": kind}}
+    return {"error": {"kind": kind, "message": message}}
+
+
+async def send_refusal(send: Send, path: str, status: int, kind: str, message: str,
+                       headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """Answer from an ASGI middleware, before any route runs."""
+    body = json.dumps(error_body(path, kind, message)).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            # The body echoes the refused Host or Origin: never as HTML.
+                            (b"x-content-type-options", b"nosniff"), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class StrictJSONRequest(Request):
+    """A request whose JSON body is parsed strictly: a lone surrogate (`"\\udc80"`: no UTF-8
+    text holds one, so SQLite and every response encoder fail on it), `NaN` and `Infinity`
+    are malformed JSON like any other, refused with a 400 in the route's shape."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = pydantic_core.from_json(body, allow_inf_nan=False)
+            except ValueError as exc:
+                # The exception FastAPI turns into its "invalid JSON" validation error.
+                raise json.JSONDecodeError(str(exc), body.decode("utf-8", "replace"), 0) \
+                    from None
+        return self._json
+
 
 def translating_route(translate: Translate) -> type[APIRoute]:
-    """A route class whose handlers turn the exceptions `translate` knows into responses."""
+    """A route class whose handlers parse JSON strictly and turn the exceptions `translate`
+    knows into responses."""
 
     class TranslatingRoute(APIRoute):
         def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
@@ -22,7 +68,7 @@ def translating_route(translate: Translate) -> type[APIRoute]:
 
             async def handle(request: Request) -> Response:
                 try:
-                    return await handler(request)
+                    return await handler(StrictJSONRequest(request.scope, request.receive))
                 except Exception as exc:
                     response = translate(exc)
                     if response is None:
@@ -35,8 +81,11 @@ def translating_route(translate: Translate) -> type[APIRoute]:
 
 
 def validation_problems(exc: RequestValidationError | ValidationError) -> list[tuple[str, str]]:
-    """(where, what) of each invalid field; `where` is the dotted path inside the body."""
-    return [(".".join(str(part) for part in error.get("loc", ()) if part != "body"),
+    """(where, what) of each invalid field; `where` is the dotted path inside the body, empty
+    for a body that is not JSON at all."""
+    return [("", f"the body is not valid JSON ({error.get('ctx', {}).get('error', '?')})")
+            if error.get("type") == "json_invalid" else
+            (".".join(str(part) for part in error.get("loc", ()) if part != "body"),
              error.get("msg", "invalid")) for error in exc.errors()]
 
 

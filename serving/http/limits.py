@@ -5,9 +5,9 @@ it arrives and cut off once it passes the limit. Either way the client gets 413 
 of the body reaches a route.
 """
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from opencomposer.serving.http.errors import send_refusal
 
 
 class BodyLimit:
@@ -23,7 +23,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(send, scope["path"])
             return
         seen = 0
         refused = False
@@ -37,7 +37,7 @@ class BodyLimit:
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
                     refused = True
-                    await self._refuse(send)
+                    await self._refuse(send, scope["path"])
                     return {"type": "http.disconnect"}
             return message
 
@@ -47,11 +47,6 @@ class BodyLimit:
 
         await self.app(scope, counting_receive, guarded_send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": {"kind": "too_large", "message": (
-            f"the request body is over the {self.max_bytes:,}-byte limit (server.max_body_bytes)"
-        )}}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+    async def _refuse(self, send: Send, path: str) -> None:
+        await send_refusal(send, path, 413, "too_large", (
+            f"the request body is over the {self.max_bytes:,}-byte limit (server.max_body_bytes)"))

@@ -30,6 +30,9 @@ from opencomposer.serving.engines.base import (
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # A client's own request id is kept when it is short and plain; anything else is replaced.
 _SANE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# Methods counted by name; any other (a client may send any token) is counted as "other", so
+# no client can grow the label space without bound.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 log = logging.getLogger(__name__)
 
 
@@ -153,8 +156,9 @@ class RequestMetrics:
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
             seconds = time.perf_counter() - started
-            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            log.info("%s %s %s", scope["method"], route, status,
+            log.info("%s %s %s", method, route, status,
                      extra={"duration_ms": round(seconds * 1000, 1)})
             REQUEST_ID.reset(token)

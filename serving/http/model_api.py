@@ -85,7 +85,8 @@ def engine_error(exc: EngineError) -> OpenAIError:
 def validation_error(exc: RequestValidationError | ValidationError) -> OpenAIError:
     """One 400 naming every invalid field; `param` is the first one, as OpenAI reports it."""
     problems = validation_problems(exc)
-    return OpenAIError(400, describe(problems), param=problems[0][0] if problems else None)
+    param = problems[0][0] if problems else ""
+    return OpenAIError(400, describe(problems), param=param or None)
 
 
 def openai_error_response(exc: Exception) -> Response | None:
@@ -100,6 +101,10 @@ def openai_error_response(exc: Exception) -> Response | None:
 
 router = APIRouter(route_class=translating_route(openai_error_response))
 State = Annotated[ServerState, Depends(server_state)]
+
+INT64 = 2**63 - 1
+"""OpenAI's integers are 64-bit: a larger seed or token count is a 400 here, not a failure
+deep in an engine (torch refuses a seed past 64 bits, SQLite an integer)."""
 
 
 # --------------------------------------------------------------------------- request shape
@@ -179,10 +184,10 @@ class ChatCompletionRequest(OpenAIBody):
     parallel_tool_calls: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=INT64)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=INT64)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-INT64 - 1, le=INT64)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     n: int = 1

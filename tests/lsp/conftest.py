@@ -11,8 +11,10 @@ import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import client_capabilities, make_test_lsp_client
 from support.lsp_editor import PROFILES, PROJECT, SERVER, Editor
+from support.raw_lsp import home, project
 
 Launch = Callable[..., Awaitable[Editor]]
+__all__ = ["home", "project"]  # the raw client's fixtures, for test_protocol_robustness
 
 
 @pytest.fixture

@@ -3,24 +3,29 @@ library would refuse to send most of this): requests before `initialize` or afte
 unreadable messages, unknown methods and params of the wrong shape all get the error the spec
 asks for, and the server keeps serving. A client that goes away mid-turn leaves the turn closed
 as interrupted in the trace store and no background job behind; over TCP only the client with
-the token is served, and only that one connection.
+the token is served, and only that one connection. Streams that break LSP's framing, and hostile
+TCP connections, are in tests/security/test_lsp_framing.py.
 """
 
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from queue import Empty, Queue
-from typing import Any, BinaryIO
-from unittest.mock import ANY
+from typing import Any
 
 import pytest
+from support.raw_lsp import (
+    CLI,
+    WAIT,
+    RawClient,
+    TcpConnection,
+    error,
+    initialize_params,
+    listen_over_tcp,
+)
 
 from opencomposer.agent.protocol.items import ItemStatus
 from opencomposer.agent.protocol.threads import StopReason, TurnStatus
@@ -28,112 +33,6 @@ from opencomposer.agent.traces.store import TraceStore
 from opencomposer.lsp.server import protocol_capabilities
 
 SERVER = Path(__file__).resolve().parents[1] / "support" / "scripted_lsp_server.py"
-CLI = Path(sys.executable).parent / "opencomposer"
-WAIT = 30.0
-"""Longest wait for a message or an exit; a passing test waits for milliseconds."""
-
-
-class RawClient:
-    """JSON-RPC with Content-Length framing: read from `incoming` (a pipe or a socket) in a
-    thread, so that every wait is bounded and the client can stop reading at any point."""
-
-    def __init__(self, incoming: BinaryIO | socket.socket, outgoing: BinaryIO) -> None:
-        self._incoming = incoming
-        self._outgoing = outgoing
-        self._messages: Queue[dict[str, Any] | None] = Queue()
-        self._stop = threading.Event()
-        self._ids = iter(range(1, 1_000_000))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        buffer = b""
-        fd = self._incoming.fileno()
-        while not self._stop.is_set():
-            if not select.select([fd], [], [], 0.05)[0]:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                self._messages.put(None)  # end of stream
-                return
-            buffer += chunk
-            while b"\r\n\r\n" in buffer:
-                head, _, rest = buffer.partition(b"\r\n\r\n")
-                fields = dict(line.split(b": ", 1) for line in head.split(b"\r\n"))
-                length = int(fields[b"Content-Length"])
-                if len(rest) < length:
-                    break
-                self._messages.put(json.loads(rest[:length]))
-                buffer = rest[length:]
-
-    def send_body(self, body: bytes) -> None:
-        self._outgoing.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        self._outgoing.flush()
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_body(json.dumps({"jsonrpc": "2.0", **message}).encode())
-
-    def notify(self, method: str, params: Any = None) -> None:
-        self.send({"method": method, "params": params})
-
-    def request(self, method: str, params: Any = None) -> dict[str, Any]:
-        """Send a request and return its response (skipping notifications meanwhile)."""
-        msg_id = next(self._ids)
-        self.send({"id": msg_id, "method": method, "params": params})
-        return self.response(msg_id)
-
-    def response(self, msg_id: Any) -> dict[str, Any]:
-        while True:
-            message = self.receive()
-            if "method" not in message and message.get("id") == msg_id:
-                return message
-            assert "method" in message, f"a response to another request: {message}"
-
-    def receive(self) -> dict[str, Any]:
-        """The next message from the server; fails on a stream that ended or a long wait."""
-        try:
-            message = self._messages.get(timeout=WAIT)
-        except Empty:
-            raise AssertionError(f"no message from the server within {WAIT} s") from None
-        assert message is not None, "the server closed the connection"
-        return message
-
-    def until_notified(self, matches: Callable[[Any], bool]) -> dict[str, Any]:
-        """Wait for a notification for which `matches(params)` holds."""
-        while True:
-            message = self.receive()
-            assert "method" in message, f"a response to no request: {message}"
-            if "id" not in message and matches(message.get("params")):
-                return message
-
-    def initialize(self, root: Path | None = None, **params: Any) -> dict[str, Any]:
-        response = self.request("initialize", {
-            "processId": None, "rootUri": root.as_uri() if root else None,
-            "capabilities": {"experimental": {"opencomposer": {}}}, **params})
-        if "result" in response:
-            self.notify("initialized", {})
-        return response
-
-    def stop_reading(self) -> None:
-        self._stop.set()
-        self._reader.join(WAIT)
-
-
-def error(msg_id: Any, code: int, message: Any = ANY, **extra: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message, **extra}}
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "app.py").write_text("print('hi')\n")
-    return root.resolve()
 
 
 @pytest.fixture
@@ -225,6 +124,9 @@ def test_exit_without_shutdown_ends_the_process_with_1(start_server, project):
 @pytest.mark.parametrize(("body", "code"), [
     (b'{"jsonrpc": "2.0", "id": 7, "method": ', -32700),  # cut short
     (b"{'jsonrpc': '2.0'}", -32700),
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "\xff"}', -32700),  # not UTF-8
+    (b"[" * 100_000, -32700),  # nested deeper than Python's recursion limit
+    (b'{"jsonrpc": "2.0", "id": ' + b"9" * 5000 + b"}", -32700),  # over int()'s 4300 digits
     (b"[1, 2]", -32600),
     (b'"initialize"', -32600),
     (b'{"jsonrpc": "2.0"}', -32600),
@@ -342,21 +244,8 @@ def test_a_client_that_goes_away_mid_turn_leaves_the_turn_interrupted(
 
 @pytest.fixture
 def tcp_server(home: Path, tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """`opencomposer lsp --tcp PORT` with a token, once it listens (it says so on stderr)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = tmp_path / "stderr.log"
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [str(CLI), "lsp", "--tcp", str(port), "-c", "server.token=secret",
-             "--engine", "openai:http://127.0.0.1:9/v1"],  # never asked: nothing is generated
-            stderr=stderr, env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
-    deadline = time.monotonic() + WAIT
-    while b"listening on" not in log.read_bytes():
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "the server did not start listening"
-        time.sleep(0.05)
+    """`opencomposer lsp --tcp PORT` with the token "secret", once it listens."""
+    port, process = listen_over_tcp(home, tmp_path / "stderr.log", "secret")
     yield port, process
     if process.poll() is None:
         process.kill()
@@ -368,17 +257,26 @@ def unauthorized(msg_id: int) -> dict[str, Any]:
                  data={"kind": "unauthorized"})
 
 
+@pytest.mark.parametrize("options", [{}, {"initializationOptions": {"token": "secrets"}}],
+                         ids=["no token", "a wrong token"])
+def test_over_tcp_a_connection_without_the_token_is_told_and_closed(tcp_server, project,
+                                                                     options):
+    port, process = tcp_server
+    connection = TcpConnection(port)
+
+    connection.client.send({"id": 1, "method": "initialize",
+                            "params": initialize_params(project, **options)})
+
+    assert connection.client.until_closed() == [unauthorized(1)]
+    connection.close()
+    assert process.poll() is None  # the listener goes on: see tests/security
+
+
 def test_over_tcp_only_the_client_with_the_token_is_served(tcp_server, project):
     port, process = tcp_server
-    connection = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
-    outgoing = connection.makefile("wb")
-    client = RawClient(connection, outgoing)
+    connection = TcpConnection(port)
+    client = connection.client
 
-    assert client.initialize(project) == unauthorized(1)
-    assert client.request("opencomposer/thread/list", {}) == error(
-        2, -32002, "opencomposer/thread/list before initialize")
-    assert client.initialize(project, initializationOptions={"token": "secrets"}) == \
-        unauthorized(3)
     assert client.initialize(project, initializationOptions={"token": "secret"})["result"]
     assert client.request("opencomposer/thread/list", {})["result"] == {
         "data": [], "next_cursor": None}
@@ -387,12 +285,24 @@ def test_over_tcp_only_the_client_with_the_token_is_served(tcp_server, project):
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=WAIT)
 
-    assert client.request("shutdown") == {"jsonrpc": "2.0", "id": 6, "result": None}
+    assert client.request("shutdown") == {"jsonrpc": "2.0", "id": 3, "result": None}
     client.notify("exit")
     assert process.wait(WAIT) == 0
-    client.stop_reading()
-    outgoing.close()
     connection.close()
+
+
+def test_over_tcp_a_port_in_use_is_a_one_line_error(home):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([str(CLI), "lsp", "--tcp", str(port), "-c", "server.token=secret"],
+                              capture_output=True, timeout=WAIT,
+                              env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
+
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
 
 
 def test_check_prints_the_advertised_capabilities(home):

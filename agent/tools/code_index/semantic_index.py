@@ -24,9 +24,12 @@ from typing import Literal
 import numpy as np
 import torch
 
+from opencomposer.agent.tools.beneath import Tree
 from opencomposer.agent.tools.code_index.chunking import Chunk, chunk_file, embedding_input
 from opencomposer.agent.tools.code_index.embedder import MiniLMEmbedder
 from opencomposer.agent.tools.code_index.lexical import BM25Index
+from opencomposer.agent.tools.errors import Denied
+from opencomposer.paths import private_database
 
 MAX_FILE_BYTES = 1 << 20
 """Larger files are generated code, data or logs: not worth a search hit."""
@@ -117,10 +120,11 @@ class SemanticIndex:
     def __init__(self, root: Path, list_files: Callable[[], Iterable[Path]], index_path: Path,
                  embedder: MiniLMEmbedder | None) -> None:
         self.root = root
+        self._tree = Tree(root)  # files are read beneath it, never through a symlink
         self.list_files = list_files
         self.embedder = embedder
         self._lock = threading.Lock()
-        index_path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(index_path)  # the index holds the workspace's code: 0600, 0700
         self._db = sqlite3.connect(index_path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
@@ -167,9 +171,9 @@ class SemanticIndex:
                 if stamp is not None and stamp.trusted(size, mtime_ns):
                     continue
                 try:
-                    data = (self.root / path).read_bytes()
-                except OSError:
-                    continue  # vanished since the listing: the next update drops it
+                    data = self._tree.read(Path(path), MAX_FILE_BYTES)
+                except (OSError, Denied):
+                    continue  # vanished or grew since the listing: the next update sees it
                 digest = hashlib.blake2b(data, digest_size=16).hexdigest()
                 if stamp is not None and stamp.hash == digest:
                     unchanged.append((path, digest, size, mtime_ns, time.time_ns()))
@@ -195,10 +199,10 @@ class SemanticIndex:
             absolute = listed if listed.is_absolute() else self.root / listed
             try:
                 relative = absolute.relative_to(self.root).as_posix()
-                info = absolute.stat()
-            except (ValueError, OSError):
+                info = self._tree.lstat(absolute)
+            except (ValueError, OSError, Denied):
                 continue
-            if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
+            if info is not None and stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
                 yield relative, (info.st_size, info.st_mtime_ns)
 
     def _store(self, group: list[_FileChunks], stats: UpdateStats) -> None:

@@ -4,8 +4,9 @@ a file watcher.
 The state is a dict of files that build/update replace whole, one writer at a time under a
 lock, never mutating a published one, so `search` on the event loop reads a single reference
 while a worker thread parses.
-Files are read as bytes, skipped above MAX_FILE_BYTES, and not re-parsed when their blake2b
-digest is unchanged. Parsing is sequential: py-tree-sitter holds the GIL while it parses, so
+Files are read as bytes beneath a descriptor of the root (`beneath.Tree`: a symlink swapped
+into the tree is never followed), skipped above MAX_FILE_BYTES, and not re-parsed when their
+blake2b digest is unchanged. Parsing is sequential: py-tree-sitter holds the GIL while it parses, so
 threads would only add contention. `search` ranks every matching name (7-40 ms over the 75k
 symbols of CPython's standard library); each file keeps its names joined in one string, so a
 file without a match is skipped after one substring test and one regex search.
@@ -26,6 +27,7 @@ import heapq
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,8 +36,10 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
+from opencomposer.agent.tools.beneath import FileTooLarge, Tree
 from opencomposer.agent.tools.code_index.languages import language_for
 from opencomposer.agent.tools.code_index.outline import Symbol, outline
+from opencomposer.agent.tools.errors import Denied
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +89,7 @@ class _File:
 class SymbolIndex:
     def __init__(self, root: Path, list_files: Callable[[], Iterable[Path]]) -> None:
         self.root = Path(root).resolve()
+        self._tree = Tree(self.root)
         self._list_files = list_files
         # By workspace-relative path. Replaced whole, never mutated once published, so readers
         # need no lock.
@@ -107,7 +112,7 @@ class SymbolIndex:
         with self._lock:
             self._listed = self._list()
             self._ignored.clear()
-            loaded = {rel: _load(self.root / rel, rel, None) for rel in sorted(self._listed)}
+            loaded = {rel: _load(self._tree, rel, None) for rel in sorted(self._listed)}
             self._files = {rel: entry for rel, entry in loaded.items() if entry is not None}
             self._ready = True
             return self._stats(started, parsed=_parsed(loaded, {}))
@@ -123,7 +128,7 @@ class SymbolIndex:
             wanted = {rel for path in changed
                       if language_for(path) and (rel := self._relative(Path(path)))}
             previous = {rel: files[rel] for rel in wanted if rel in files}
-            loaded = {rel: _load(self.root / rel, rel, previous.get(rel)) for rel in wanted}
+            loaded = {rel: _load(self._tree, rel, previous.get(rel)) for rel in wanted}
             for rel, entry in loaded.items():
                 if entry is None:
                     files.pop(rel, None)
@@ -228,7 +233,7 @@ class SymbolIndex:
                     # may have been written before the watcher saw the folder.
                     if change == Change.deleted:
                         touched.update(r for r in indexed if r.startswith(rel + "/"))
-                    elif change == Change.added and path.is_dir():
+                    elif change == Change.added and self._kind(rel) == stat.S_IFDIR:
                         reconcile = True
                 elif rel in self._listed or rel in indexed:
                     touched.add(rel)
@@ -239,7 +244,7 @@ class SymbolIndex:
             gone: set[str] = set()
             if reconcile or unknown:
                 # Existence is checked before listing: a file created in between is listed.
-                existing = {rel for rel in unknown if (self.root / rel).is_file()}
+                existing = {rel for rel in unknown if self._kind(rel) == stat.S_IFREG}
                 self._listed = self._list()
                 touched.update(unknown & self._listed)
                 self._ignored.update(existing - self._listed)
@@ -248,6 +253,15 @@ class SymbolIndex:
                 gone = indexed.keys() - self._listed
             self.update([self.root / rel for rel in touched - gone],
                         [self.root / rel for rel in gone])
+
+
+    def _kind(self, rel: str) -> int | None:
+        """The file type (stat.S_IFREG, S_IFDIR, ...) at a relative path, None when gone."""
+        try:
+            info = self._tree.lstat(Path(rel))
+        except (OSError, Denied):
+            return None
+        return None if info is None else stat.S_IFMT(info.st_mode)
 
 
 class _Matcher:
@@ -293,17 +307,17 @@ def _parsed(loaded: Mapping[str, _File | None], previous: Mapping[str, _File]) -
                for rel, entry in loaded.items())
 
 
-def _load(path: Path, rel: str, previous: _File | None) -> _File | None:
+def _load(tree: Tree, rel: str, previous: _File | None) -> _File | None:
     """The file's outline, `previous` itself when the content is unchanged, None when it is
     gone or unreadable."""
     spec = language_for(rel)
     if spec is None:
         return None
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return _File(b"", too_large=True)
-        source = path.read_bytes()
-    except OSError:  # deleted since listed, a folder, unreadable
+        source = tree.read(Path(rel), MAX_FILE_BYTES)
+    except FileTooLarge:
+        return _File(b"", too_large=True)
+    except (OSError, Denied):  # deleted since listed, a folder, unreadable, a symlink
         return None
     digest = hashlib.blake2b(source, digest_size=16).digest()
     if previous is not None and previous.digest == digest:

@@ -50,6 +50,25 @@ FileOp = AddFile | DeleteFile | UpdateFile
 
 
 @dataclass(frozen=True)
+class HunkAdjustment:
+    """A hunk that did not match where or as it was written, applied anyway: said to the model
+    and to clients, since a unified diff with wrong line numbers may have meant another
+    place."""
+
+    hunk: int
+    """1-based, among the hunks of its file."""
+
+    header_line: int | None
+    """The line of the file its `@@ -l` header names; None when it names none."""
+
+    applied_line: int
+    """The line of the file (before the patch) where its first line matched."""
+
+    ignored_whitespace: bool = False
+    """It matched only after ignoring trailing whitespace."""
+
+
+@dataclass(frozen=True)
 class PlannedChange:
     path: str
     kind: Literal["add", "update", "delete", "move"]
@@ -62,6 +81,9 @@ class PlannedChange:
     """None for a delete."""
 
     move_to: str | None = None
+
+    adjusted: tuple[HunkAdjustment, ...] = ()
+    """Hunks applied elsewhere than their header's line, or with fuzz."""
 
 
 class PatchError(Exception):

@@ -3,10 +3,12 @@ before anything is written, so a patch applies whole or not at all.
 
 Hunks are found by their lines, never by line numbers (a unified diff's are only a hint for
 choosing among several matches): first exactly, then ignoring trailing whitespace, nothing
-looser. Without a hint a hunk must match in one place; Codex `@@ line` anchors, compared without
-surrounding whitespace since they only locate, narrow where. Matching sees lines without their
-endings: lines a hunk does not add keep theirs, added lines get the file's dominant one, and
-the final newline stays as it was unless a `\\ No newline at end of file` marker changes it.
+looser. Without a hint a hunk must match in one place; Codex `@@ line` anchors, compared
+without surrounding whitespace since they only locate, narrow where. A hunk placed at another
+line than its header's, or only by ignoring whitespace, is applied and reported: a note for
+the model, a HunkAdjustment for clients. Matching sees lines without their endings: lines a
+hunk does not add keep theirs, added lines get the file's dominant one, and the final newline
+stays as it was unless a `\\ No newline at end of file` marker changes it.
 """
 
 import posixpath
@@ -21,6 +23,7 @@ from opencomposer.agent.tools.editing.patch_format import (
     DeleteFile,
     FileOp,
     Hunk,
+    HunkAdjustment,
     PatchError,
     PlannedChange,
     UpdateFile,
@@ -59,13 +62,13 @@ def plan_patch(
                 if move_to is not None and read(move_to) is not None:
                     raise _failed(f"Cannot move {path} to {move_to}: {move_to} already exists.",
                                   path)
-                new_text = _apply_hunks(path, current, hunks, notes)
+                new_text, adjusted = _apply_hunks(path, current, hunks, notes)
                 if new_text == current and move_to is None:
                     raise _failed(f"The patch leaves {path} unchanged (its removed and added "
                                   "lines are the same). If the file already has the intended "
                                   "text, no patch is needed.", path)
                 kind = "move" if move_to else "update"
-                changes.append(PlannedChange(path, kind, current, new_text, move_to))
+                changes.append(PlannedChange(path, kind, current, new_text, move_to, adjusted))
     return changes, notes
 
 
@@ -113,16 +116,20 @@ def _split(text: str) -> tuple[list[str], list[str]]:
     return lines, endings
 
 
-def _apply_hunks(path: str, text: str, hunks: list[Hunk], notes: list[str]) -> str:
+def _apply_hunks(
+    path: str, text: str, hunks: list[Hunk], notes: list[str]
+) -> tuple[str, tuple[HunkAdjustment, ...]]:
     lines, endings = _split(text)
     newline = max(_ENDINGS, key=endings.count)
     final_newline = not text or endings[-1] != ""
-    cursor, placed = 0, []
+    cursor, placed, adjusted = 0, [], []
     for number, hunk in enumerate(hunks, 1):
         where = _At(path, f"{path}, hunk {number} of {len(hunks)} (patch line {hunk.patch_line})")
         start, hunk, loose = _place(text, lines, hunk, cursor, where)
-        if loose:
-            notes.append(f"{path}: hunk {number} matched only after ignoring trailing whitespace.")
+        adjustment = _adjustment(number, hunk, start, loose)
+        if adjustment is not None:
+            adjusted.append(adjustment)
+            notes += _adjustment_notes(path, adjustment)
         removed = sum(op != "+" for op, _ in hunk.lines)
         if removed or hunk.anchors or hunk.hint is not None:
             cursor = start + removed  # Codex leaves the cursor alone for a hunk appended at the end
@@ -144,7 +151,28 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk], notes: list[str]) -> s
     out += zip(lines[position:], endings[position:], strict=True)
     if newline != "\n" and any(op == "+" for hunk in hunks for op, _ in hunk.lines):
         notes.append(f"{path}: added lines use the file's {_ENDING_NAMES[newline]} line endings.")
-    return _join(out, newline, final_newline)
+    return _join(out, newline, final_newline), tuple(adjusted)
+
+
+def _adjustment(number: int, hunk: Hunk, start: int, loose: bool) -> HunkAdjustment | None:
+    """How a placed hunk departs from what it says: another line than its header's (for a
+    hunk with old lines: an insertion goes exactly where its header says), or whitespace."""
+    replaces = any(op != "+" for op, _ in hunk.lines)
+    header = hunk.hint + 1 if hunk.hint is not None and replaces else None
+    if not loose and header in (None, start + 1):
+        return None
+    return HunkAdjustment(number, header, start + 1, ignored_whitespace=loose)
+
+
+def _adjustment_notes(path: str, adjustment: HunkAdjustment) -> list[str]:
+    number, notes = adjustment.hunk, []
+    if adjustment.header_line not in (None, adjustment.applied_line):
+        notes.append(f"{path}: hunk {number} applied at line {adjustment.applied_line}, not at "
+                     f"line {adjustment.header_line} where its header puts it; check that this "
+                     "is the place you meant.")
+    if adjustment.ignored_whitespace:
+        notes.append(f"{path}: hunk {number} matched only after ignoring trailing whitespace.")
+    return notes
 
 
 def _join(out: list[tuple[str, str]], newline: str, final_newline: bool) -> str:

@@ -2,7 +2,7 @@
 soft timeouts and capped output, and command risk classification."""
 
 from opencomposer.agent.tools.terminal.classify import Classification, classify_command
-from opencomposer.agent.tools.terminal.environment import dotenv_secret_values, scrub_environment
+from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.jobs import NO_OUTPUT, CommandResult, JobManager
 from opencomposer.agent.tools.terminal.sandbox import (
     BubblewrapSandbox,
@@ -22,7 +22,6 @@ __all__ = [
     "Sandbox",
     "classify_command",
     "detect_sandbox",
-    "dotenv_secret_values",
     "probe_bubblewrap",
     "scrub_environment",
 ]

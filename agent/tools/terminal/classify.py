@@ -72,7 +72,7 @@ def _is_option(arg: str) -> bool:
 def _has_flag(args: list[str], flags: tuple[str, ...]) -> bool:
     for arg in args:
         if arg == "--":
-            return False
+            return "--" in flags
         if arg in flags or arg.split("=", 1)[0] in flags:
             return True
         if _is_option(arg) and not arg.startswith("--"):
@@ -111,6 +111,8 @@ def _matches(rule: Rule, program: str, args: list[str]) -> bool:
     if rule.max_operands is not None and len(operands) > rule.max_operands:
         return False
     if rule.flags and not _has_flag(args, rule.flags):
+        return False
+    if rule.unless and _has_flag(args, rule.unless):
         return False
     return rule.operand is None or any(rule.operand.search(op) for op in operands)
 
@@ -152,6 +154,31 @@ def _find_exec(args: list[str]) -> list[list[str]]:
             end = next((j for j in range(i + 1, len(args)) if args[j] in (";", "+")), len(args))
             commands.append(args[i + 1 : end])
     return commands
+
+
+# Settings that make git run a program; given with -c, what runs is not the command's name.
+_GIT_PROGRAM_KEY = re.compile(
+    r"(?i)^(alias\.|core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass)=|"
+    r"(diff|merge|filter)\.[^=]*\.(command|textconv|driver|clean|smudge|process)=|"
+    r"sequence\.editor=|credential\.|gpg\.)")
+
+
+def _inline_git_program(args: list[str]) -> str | None:
+    """The first `-c KEY=VALUE` / `--config-env=KEY=ENV` of a git command line (before its
+    subcommand) that makes git run a program, e.g. `alias.x=!rm -rf ~`."""
+    i = 0
+    while i < len(args) and _is_option(args[i]):
+        arg, value = args[i], ""
+        if arg == "-c" and i + 1 < len(args):
+            value, i = args[i + 1], i + 1
+        elif arg.startswith("--config-env="):
+            value = arg.removeprefix("--config-env=")
+        elif arg in GLOBAL_VALUE_OPTIONS["git"]:
+            i += 1
+        if _GIT_PROGRAM_KEY.match(value):
+            return value.split("=", 1)[0]
+        i += 1
+    return None
 
 
 def _is_runner(name: str) -> bool:
@@ -410,6 +437,8 @@ class _Classifier:
                 self.add(WRITES, f"the command name {argv[0]} is computed when it runs")
                 return argv
             matched = [r for r in RULES if _matches(r, name, args)]
+            if name == "git" and (program := _inline_git_program(args)):
+                self.add(DANGEROUS, f"git -c {program} defines a command for this run")
             for rule in matched:
                 if rule.action_class != READ:
                     self.add(rule.action_class, rule.reason)

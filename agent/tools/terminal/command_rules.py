@@ -4,8 +4,11 @@ redirections may point. Kept apart from the parse-tree walk so the policy reads,
 one place.
 """
 
+import fnmatch
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Protocol
 
 from opencomposer.agent.protocol.common import ActionClass
 
@@ -15,21 +18,42 @@ NETWORK = ActionClass.network
 DANGEROUS = ActionClass.dangerous
 
 
+class OperandTest(Protocol):
+    """What `Rule.operand` needs: a compiled regex, or anything else that can `search`."""
+
+    def search(self, operand: str) -> object: ...
+
+
 @dataclass(frozen=True)
 class Rule:
     """Matches a simple command: its name, then optionally leading positional arguments
-    (`subcommand`), any of `flags`, a positional argument after the subcommand matching
-    `operand`, and at most `max_operands` of those arguments."""
+    (`subcommand`), any of `flags`, none of `unless`, a positional argument after the
+    subcommand matching `operand`, and at most `max_operands` of those arguments."""
 
     program: str
     action_class: ActionClass
     reason: str = ""
     subcommand: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
-    """Options; a one-letter `-x` also matches inside a cluster such as `-rxf`."""
+    """Options; a one-letter `-x` also matches inside a cluster such as `-rxf`, and `--`
+    matches the end-of-options marker itself."""
 
-    operand: re.Pattern[str] | None = None
+    operand: OperandTest | None = None
     max_operands: int | None = None
+    unless: tuple[str, ...] = ()
+    """Options whose presence means the rule does not apply (`git restore --staged`)."""
+
+
+class _NamesGitFolder:
+    """An operand that is, or may expand to, a `.git` entry: `.git`, `sub/.git/`, `./.git`,
+    and globs such as `.g*` or `.[g]it` (bash expands them before the command sees them)."""
+
+    def search(self, operand: str) -> bool:
+        parts = PurePosixPath(operand).parts
+        if ".git" in parts:
+            return True
+        return any(fnmatch.fnmatchcase(".git", part) for part in parts
+                   if part.startswith(".") and any(c in part for c in "*?["))
 
 
 READ_ONLY_PROGRAMS = (
@@ -96,6 +120,16 @@ _SYSTEM_OR_HOME = re.compile(
 DISK_DEVICE = re.compile(r"^/dev/(sd|hd|vd|xvd|nvme|mmcblk|loop|md|dm-|disk/|mapper/)")
 _REMOTE = re.compile(r"^([^/]*:|rsync://)")
 _ANY = re.compile(r".")
+GIT_FOLDER = _NamesGitFolder()
+# An operand of `git checkout` that names files rather than a branch: `.`, a glob, a folder
+# (trailing /), a relative or pathspec-magic path, or a name with an extension. A branch
+# named `feature/x` is not caught (it could be a folder): approval errs on asking.
+_PATHSPEC = re.compile(r"^(\.\.?/?|\.{1,2}/.*|:.*|.*[*?\[].*|.*/|.*\.\w{1,8})$")
+# What keeps `find -delete` from deleting everything it walks.
+_FIND_NAME_TESTS = ("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename",
+                    "-regex", "-iregex")
+_FIND_EXEC = ("-exec", "-execdir", "-ok", "-okdir")
+_DELETERS = re.compile(r"^(.*/)?(rm|unlink|shred|rmdir)$")
 
 RULES: tuple[Rule, ...] = (
     *(Rule(p, READ) for p in READ_ONLY_PROGRAMS),
@@ -151,6 +185,50 @@ RULES: tuple[Rule, ...] = (
          flags=("--hard",)),
     Rule("git", DANGEROUS, "git clean -f deletes untracked files", subcommand=("clean",),
          flags=("-f", "--force")),
+    # Destroying history or uncommitted work: what the user could not get back.
+    Rule("rm", DANGEROUS, "rm deletes the repository's history (.git)", operand=GIT_FOLDER),
+    Rule("mv", DANGEROUS, "mv moves or replaces the repository's history (.git)",
+         operand=GIT_FOLDER),
+    Rule("find", DANGEROUS, "find -delete with no name or path test deletes all it walks",
+         flags=("-delete",), unless=_FIND_NAME_TESTS),
+    Rule("find", DANGEROUS, "find -exec rm with no name or path test deletes all it walks",
+         flags=_FIND_EXEC, operand=_DELETERS, unless=_FIND_NAME_TESTS),
+    Rule("git", DANGEROUS, "git reset --merge discards uncommitted changes",
+         subcommand=("reset",), flags=("--merge",)),
+    Rule("git", DANGEROUS, "git checkout of files discards their uncommitted changes",
+         subcommand=("checkout",), flags=("--", "-f", "--force", "-p", "--patch", "--ours",
+                                          "--theirs")),
+    Rule("git", DANGEROUS, "git checkout of files discards their uncommitted changes",
+         subcommand=("checkout",), operand=_PATHSPEC, unless=("-b", "-B", "--orphan")),
+    Rule("git", DANGEROUS, "git checkout -B resets a branch", subcommand=("checkout",),
+         flags=("-B",)),
+    Rule("git", DANGEROUS, "git restore discards uncommitted changes", subcommand=("restore",),
+         unless=("--staged", "-S")),
+    Rule("git", DANGEROUS, "git restore --worktree discards uncommitted changes",
+         subcommand=("restore",), flags=("--worktree", "-W")),
+    Rule("git", DANGEROUS, "git switch --discard-changes/-C discards changes or resets a branch",
+         subcommand=("switch",), flags=("-f", "--force", "--discard-changes", "-C",
+                                        "--force-create")),
+    *(Rule("git", DANGEROUS, f"git stash {s} deletes stashed changes", subcommand=("stash", s))
+      for s in ("drop", "clear")),
+    Rule("git", DANGEROUS, "git branch -D/-f/-M deletes or overwrites a branch",
+         subcommand=("branch",), flags=("-D", "-f", "--force", "-M", "-C")),
+    Rule("git", DANGEROUS, "git tag -d deletes a tag", subcommand=("tag",),
+         flags=("-d", "--delete")),
+    Rule("git", DANGEROUS, "git rm -f discards uncommitted changes", subcommand=("rm",),
+         flags=("-f", "--force")),
+    Rule("git", DANGEROUS, "git worktree remove --force discards a worktree's changes",
+         subcommand=("worktree", "remove"), flags=("-f", "--force")),
+    Rule("git", DANGEROUS, "git update-ref -d deletes a ref", subcommand=("update-ref",),
+         flags=("-d",)),
+    *(Rule("git", DANGEROUS, f"git {s} {v} can drop unreachable history",
+           subcommand=(s, v)) for s, v in (("reflog", "expire"), ("reflog", "delete"))),
+    Rule("git", DANGEROUS, "git gc --prune drops unreachable history", subcommand=("gc",),
+         flags=("--prune",)),
+    *(Rule("git", DANGEROUS, f"git {s} rewrites or drops history", subcommand=(s,))
+      for s in ("prune", "filter-branch", "filter-repo", "replace")),
+    Rule("git", DANGEROUS, "git submodule deinit -f discards a submodule's changes",
+         subcommand=("submodule", "deinit"), flags=("-f", "--force")),
 )  # fmt: skip
 
 # Where output redirections may point; the first match decides (None: harmless).

@@ -1,36 +1,63 @@
-"""The environment commands run with: secrets removed, every interactive program disarmed.
+"""The environment commands run with: an allow-list, every interactive program disarmed.
 
-A variable is treated as a secret when its name has a secret-sounding word (TOKEN, KEY,
-SECRET, PASSWORD, ...) anywhere between underscores. That is deliberately broad: a command
-missing a harmless `SORT_KEY` costs little, a leaked API key does not. Removed secret values
-go to the redactor, so a command that finds them some other way still cannot print them.
+A command gets the variables a shell and the common toolchains need to work (ALLOWED,
+LC_*), the names or `*` patterns the user configured (`tools.sandbox.env`), and our
+NON_INTERACTIVE values; nothing else of the server's environment reaches it. A deny-list
+by name cannot work: `DATABASE_URL`, `SENTRY_DSN` or `MY_APP_PWD` name no secret word.
+
+What is left out is not forgotten: values that look like credentials (a secret-sounding
+name, a URL with a password, a long random token) go to the redactor, so a command that
+finds them some other way (a config file, /proc) still cannot show them to the model.
 """
 
-import re
+import fnmatch
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
-from opencomposer.redact import MIN_SECRET_LENGTH
+from opencomposer.redact import looks_like_credential, url_credentials
 
-# Any of these words, between underscores, marks a variable as secret: OPENAI_API_KEY,
-# AWS_SECRET_ACCESS_KEY, GH_TOKEN, DB_PASSWORD, GOOGLE_APPLICATION_CREDENTIALS.
-# AUTH and PAT (personal access token: GITHUB_PAT) are words of their own, so PATH and
-# XAUTHORITY are not caught.
-SECRET_WORDS = frozenset({
-    "TOKEN", "TOKENS", "KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "PASSWORD", "PASSWD",
-    "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTH", "PAT",
+# What commands get from the server's environment, with our NON_INTERACTIVE values on top.
+# The shell's basics (who, where, which locale and time zone, where temporary files go), and
+# the variables that say where a toolchain lives, without which `python`, `node`, `go`,
+# `cargo` or `java` found on PATH cannot find their own libraries or packages (a virtual
+# environment's site-packages, nvm's node, the Rust toolchain rustup selected). Nothing here
+# holds a credential or a handle to one (no proxies: their URLs carry passwords; no agent
+# sockets, no D-Bus, no display).
+ALLOWED = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TMP",
+    "TEMP", "TERM",
+    "JAVA_HOME", "GOPATH", "GOROOT", "GOBIN", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYENV_ROOT", "PYENV_VERSION",
+    "NVM_DIR", "NVM_BIN", "VOLTA_HOME", "PNPM_HOME", "BUN_INSTALL", "DENO_INSTALL_ROOT",
+    "GEM_HOME", "GEM_PATH", "RBENV_ROOT", "ASDF_DIR", "ASDF_DATA_DIR", "SDKMAN_DIR",
+    "GRADLE_USER_HOME", "MAVEN_HOME", "ANDROID_HOME", "ANDROID_SDK_ROOT", "DOTNET_ROOT",
+    "CUDA_HOME",
 })  # fmt: skip
-# Secrets whose names hide the word (libpq, MySQL).
-SECRET_NAMES = frozenset({"PGPASSWORD", "MYSQL_PWD"})
-# Removed, values not masked: whole families that are ours or a cloud's (OPENCOMPOSER_HOME,
-# AWS_REGION are not secret, but nothing in them is a command's business).
-REMOVED_PREFIXES = ("OPENCOMPOSER_", "AWS_")
-# Removed, values not masked: handles to agents that hand out credentials on request (the SSH
-# and GPG agents, the desktop keyring over D-Bus, VS Code's git credential helper).
+# Locale categories (LC_ALL, LC_CTYPE, ...).
+ALLOWED_PREFIXES = ("LC_",)
+
+# Never passed, even when a configured pattern matches: our own settings (the server token,
+# the engine's API key).
+NEVER_PASSED_PREFIXES = ("OPENCOMPOSER_",)
+# Handles to agents that hand out credentials on request (the SSH and GPG agents, the desktop
+# keyring over D-Bus, Kerberos, git's credential helpers): passed only when configured by
+# their exact name, never by a pattern; their values (socket paths) are not secrets.
 ACCESS_NAMES = frozenset({
     "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME", "GIT_ASKPASS",
     "SSH_ASKPASS", "VSCODE_GIT_IPC_HANDLE", "VSCODE_GIT_ASKPASS_MAIN", "VSCODE_GIT_ASKPASS_NODE",
 })  # fmt: skip
+
+# Any of these words, between underscores, marks a variable as secret: OPENAI_API_KEY,
+# AWS_SECRET_ACCESS_KEY, GH_TOKEN, DB_PASSWORD, MY_APP_PWD, SENTRY_DSN. AUTH and PAT
+# (personal access token: GITHUB_PAT) are words of their own, so PATH and XAUTHORITY are not
+# caught; PWD alone (or OLDPWD) is the shell's working directory.
+SECRET_WORDS = frozenset({
+    "TOKEN", "TOKENS", "KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS",
+    "PASSWD", "PASS", "PWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PAT",
+    "DSN", "COOKIE",
+})  # fmt: skip
+# Secrets whose names hide the word (libpq, MySQL).
+SECRET_NAMES = frozenset({"PGPASSWORD", "MYSQL_PWD"})
+_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 
 # Every program a command starts runs without a terminal; these make the common ones finish
 # instead of waiting for a person.
@@ -62,79 +89,62 @@ NON_INTERACTIVE = {
     "PYTHONUNBUFFERED": "1",
 }
 
-_DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$")
-# A .env file larger than this is not configuration; it is not read.
-_MAX_DOTENV_BYTES = 1024 * 1024
-
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper()
+    if upper in _NOT_SECRET_NAMES:
+        return False
     return upper in SECRET_NAMES or any(word in SECRET_WORDS for word in upper.split("_"))
 
 
-def scrub_environment(
-    base: Mapping[str, str], secret_names: Iterable[str] = ()
-) -> tuple[dict[str, str], list[str]]:
-    """The environment for commands, and the secret values removed from it (for the redactor).
+def credential_parts(name: str, value: str) -> list[str]:
+    """What of a variable's value to mask: the whole value under a secret-sounding name or
+    when it looks like a credential, and the password or key inside a URL on its own too
+    (text may show it without the rest). Empty for anything else: a false positive masks
+    ordinary text everywhere, so paths, words and numbers under plain names are left."""
+    if not value:
+        return []
+    parts = url_credentials(value)
+    if (is_secret_name(name) and name.upper() not in ACCESS_NAMES) or parts \
+            or looks_like_credential(value):
+        return [value, *parts]
+    return []
 
-    `secret_names` are configured extra names, removed and masked like the built-in ones.
+
+def _passes(name: str, patterns: Iterable[str]) -> bool:
+    """Whether a configured entry lets `name` through: an exact name always, a pattern only
+    for names that hold no handle to a credential agent."""
+    for pattern in patterns:
+        if pattern == name:
+            return True
+        if name not in ACCESS_NAMES and fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
+def scrub_environment(
+    base: Mapping[str, str], secret_names: Iterable[str] = (), passed: Iterable[str] = ()
+) -> tuple[dict[str, str], list[str]]:
+    """The environment for commands, and the values the redactor must mask.
+
+    `passed` are the user's configured names and patterns (`tools.sandbox.env`); values in
+    them that look like credentials reach commands but are still masked in what the model
+    and clients see. `secret_names` (`tools.secret_env`) are never passed, always masked.
     """
-    configured = {name.upper() for name in secret_names}
+    configured_secret = {name.upper() for name in secret_names}
+    patterns = list(passed)
     env: dict[str, str] = {}
     secrets: list[str] = []
     for name, value in base.items():
         upper = name.upper()
-        if upper in configured or (upper not in ACCESS_NAMES and is_secret_name(name)):
+        if upper in configured_secret:
             if value:
                 secrets.append(value)
-        elif not (upper.startswith(REMOVED_PREFIXES) or upper in ACCESS_NAMES):
+            continue
+        builtin = name in ALLOWED or name.startswith(ALLOWED_PREFIXES)
+        if not builtin:
+            secrets += credential_parts(name, value)
+        if not upper.startswith(NEVER_PASSED_PREFIXES) and (builtin or _passes(name, patterns)):
             env[name] = value
     env.update(NON_INTERACTIVE)
     return env, secrets
-
-
-def _unquote(value: str, lines: list[str]) -> str:
-    """The value of a dotenv assignment; a quoted value may continue on the following lines,
-    which are consumed from `lines`."""
-    quote = value[:1]
-    if quote not in ("'", '"'):
-        return re.split(r"\s+#", value, maxsplit=1)[0].strip()
-    # Inside double quotes \" is a quote character, not the end of the value.
-    end = re.compile(r'(?<!\\)"') if quote == '"' else re.compile("'")
-    text = value[1:]
-    while not end.search(text) and lines:
-        text += "\n" + lines.pop(0)
-    found = end.search(text)
-    text = text[: found.start()] if found else text
-    return text.replace('\\"', '"') if quote == '"' else text
-
-
-def parse_dotenv(text: str) -> dict[str, str]:
-    """KEY=VALUE lines with optional `export `, quotes (multi-line when quoted) and comments."""
-    values: dict[str, str] = {}
-    lines = text.splitlines()
-    while lines:
-        match = _DOTENV_LINE.match(lines.pop(0))
-        if match:
-            values[match.group(1)] = _unquote(match.group(2).strip(), lines)
-    return values
-
-
-def dotenv_secret_values(workspace_root: Path) -> list[str]:
-    """Values in `.env` and `.env.*` at the workspace root, to be masked in command output.
-
-    Every value counts, not only secret-named ones: .env files exist to hold what should not
-    be committed. Values shorter than the redactor's minimum are skipped (too likely to match
-    ordinary text)."""
-    values: list[str] = []
-    for path in sorted(workspace_root.glob(".env*")):
-        if not (path.name == ".env" or path.name.startswith(".env.")) or not path.is_file():
-            continue
-        try:
-            if path.stat().st_size > _MAX_DOTENV_BYTES:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        values += [v for v in parse_dotenv(text).values() if len(v) >= MIN_SECRET_LENGTH]
-    return values

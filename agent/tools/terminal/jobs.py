@@ -9,7 +9,11 @@ gigabytes costs a few kilobytes. Each read returns what arrived since the last o
 When a command's main process exits, whatever it left running in the background is killed
 (it would hold the output pipes open, and nobody could reach it): a server must be started
 with `background=True`. Killing takes the whole tree: one process group in the fallback, the
-pid namespace under bubblewrap.
+pid namespace under bubblewrap, and every process in the command's cgroup where it has one.
+
+Each command runs under its sandbox's resource limits. The supervisor that waits for its exit
+also reads its cgroup's counters, and kills the command once it hits the process or memory
+limit: a fork bomb kept at the limit would otherwise hold the CPU until the lifetime limit.
 """
 
 import asyncio
@@ -19,8 +23,9 @@ import itertools
 import logging
 import os
 import signal
+import subprocess
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +35,7 @@ from opencomposer.agent.tools.errors import (
     NotFound,
     UnexpectedEnvironment,
 )
+from opencomposer.agent.tools.terminal.limits import Breach, CommandLimits
 from opencomposer.agent.tools.terminal.sandbox import Sandbox
 from opencomposer.redact import Redactor
 
@@ -89,6 +95,11 @@ class CommandResult:
     duration_ms: int
     """Time since the command started, up to now or to its exit."""
 
+    limit: str | None = None
+    """The setting whose limit killed the command (`tools.sandbox.max_processes`,
+    `tools.sandbox.max_memory_bytes`, `tools.sandbox.max_lifetime`); the output ends with a
+    note saying so."""
+
 
 class _Window:
     """Output since the last read: the first third and the last two thirds of `cap`
@@ -143,6 +154,7 @@ class _Window:
 class _Job:
     id: str
     process: asyncio.subprocess.Process
+    limits: CommandLimits
     window: _Window
     has_stdin: bool
     started: float
@@ -151,8 +163,8 @@ class _Job:
 
     supervisor: "asyncio.Task[None]" = field(init=False)
     ended: float | None = None
-    note: str = ""
-    """A line appended to the final output, saying why we killed it."""
+    stopped_by: Breach | None = None
+    """The limit we killed it for; its note ends the final output."""
 
     @property
     def finished(self) -> bool:
@@ -160,14 +172,48 @@ class _Job:
         return self.supervisor.done()
 
 
-async def _exited(process: asyncio.subprocess.Process) -> None:
-    """Wait for the process itself to exit. Process.wait() also waits for its pipes to close,
-    which a child left in the background holds open indefinitely; the exit status is polled
-    instead, every millisecond at first, backing off to EXIT_POLL."""
-    delay = 0.001
-    while process.returncode is None:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, EXIT_POLL)
+async def _exited(
+    process: asyncio.subprocess.Process, limits: CommandLimits | None = None
+) -> Breach | None:
+    """Wait for the process itself to exit, or for `limits` to be breached (returned).
+    Process.wait() also waits for its pipes to close, which a child left in the background
+    holds open indefinitely. The exit is seen through a pidfd, which becomes readable the
+    moment the process ends; the limits' counters, and the exit status where there is no
+    pidfd, are looked at every millisecond at first, backing off to EXIT_POLL. (Polling
+    alone rounded each exit up to the next step of the backoff: a command that took 33 ms was
+    seen at 63.)"""
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+    pidfd = _pidfd(process)
+    if pidfd is not None:
+        loop.add_reader(pidfd, lambda: ended.done() or ended.set_result(None))
+    try:
+        delay = 0.001
+        while process.returncode is None:
+            breach = limits.breach() if limits is not None else None
+            if breach is not None:
+                return breach
+            if ended.done():  # it has exited: the child watcher reaps it in a moment
+                await asyncio.sleep(0.001)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(ended), delay)
+            delay = min(delay * 2, EXIT_POLL)
+    finally:
+        if pidfd is not None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+    return None
+
+
+def _pidfd(process: asyncio.subprocess.Process) -> int | None:
+    """A pidfd of the process (Linux 5.3+), or None where there is none or it has gone."""
+    if process.returncode is not None or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return os.pidfd_open(process.pid)
+    except OSError:
+        return None
 
 
 def _signal(process: asyncio.subprocess.Process, sig: int) -> None:
@@ -188,8 +234,12 @@ class JobManager:
         *,
         output_cap: int = 30_000,
         max_lifetime: float = 3600,
+        on_exit: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_exit` is awaited once each job's processes are gone and its output drained,
+        before the job counts as finished (the git guard reviews the workspace there)."""
         self._sandbox = sandbox
+        self._on_exit = on_exit
         self._root = workspace_root.resolve()
         self._env = dict(env)
         self._redactor = redactor
@@ -238,8 +288,8 @@ class JobManager:
         """Run a short command for the runtime itself (e.g. `git status` for the prompt), in
         the same sandbox but not as a job the model sees: (exit code, stdout), or None when
         it did not finish within `timeout` (it is killed)."""
-        process = await self._sandbox.spawn(command, cwd=self._check_cwd(cwd), env=self._env,
-                                            network=False, stdin=False)
+        process, limits = await self._spawn(command, self._check_cwd(cwd), stdin=False,
+                                            network=False)
         try:
             stdout, _ = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
@@ -249,6 +299,8 @@ class JobManager:
         except asyncio.CancelledError:
             _signal(process, signal.SIGKILL)
             raise
+        finally:
+            await asyncio.shield(limits.release())
         text = stdout.decode("utf-8", errors="replace")
         return process.returncode or 0, self._redactor.redact(text)
 
@@ -315,25 +367,37 @@ class JobManager:
         running = ", ".join(self._jobs) or "none"
         raise NotFound(f"no job {job_id!r}", hint=f"Jobs still running: {running}.")
 
-    async def _start(self, command: str, cwd: Path, *, stdin: bool, network: bool,
-                     on_output: OnOutput | None) -> _Job:
+    async def _spawn(self, command: str, cwd: Path, *, stdin: bool,
+                     network: bool) -> tuple[asyncio.subprocess.Process, CommandLimits]:
+        try:
+            limits = self._sandbox.limits.open()
+        except OSError as exc:
+            raise UnexpectedEnvironment(
+                f"could not put the command under its resource limits: {exc}"
+            ) from exc
         try:
             process = await self._sandbox.spawn(
-                command, cwd=cwd, env=self._env, network=network, stdin=stdin
+                command, cwd=cwd, env=self._env, network=network, stdin=stdin, limits=limits
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
+            await limits.release()
             raise UnexpectedEnvironment(
                 f"could not start the command in the {self._sandbox.name} sandbox: {exc}"
             ) from exc
+        return process, limits
+
+    async def _start(self, command: str, cwd: Path, *, stdin: bool, network: bool,
+                     on_output: OnOutput | None) -> _Job:
+        process, limits = await self._spawn(command, cwd, stdin=stdin, network=network)
         loop = asyncio.get_running_loop()
-        job = _Job(f"job-{next(self._ids)}", process, _Window(self._output_cap), stdin, loop.time(),
-                   on_output)
+        job = _Job(f"job-{next(self._ids)}", process, limits, _Window(self._output_cap), stdin,
+                   loop.time(), on_output)
         self._jobs[job.id] = job
         job.supervisor = asyncio.create_task(self._supervise(job), name=f"terminal {job.id}")
         return job
 
     async def _supervise(self, job: _Job) -> None:
-        """Read the job's output until it is gone; enforce the lifetime limit."""
+        """Read the job's output until it is gone; enforce the lifetime and resource limits."""
         process = job.process
         assert process.stdout is not None and process.stderr is not None
         readers = [
@@ -342,20 +406,34 @@ class JobManager:
         ]
         try:
             try:
-                await asyncio.wait_for(_exited(process), self._max_lifetime)
+                job.stopped_by = await asyncio.wait_for(_exited(process, job.limits),
+                                                        self._max_lifetime)
             except TimeoutError:
-                job.note = f"[killed: ran past the {self._max_lifetime:g} s limit for one command]"
+                job.stopped_by = Breach(
+                    "tools.sandbox.max_lifetime",
+                    f"[killed: ran past the {self._max_lifetime:g} s limit for one command]")
                 await self._terminate(process)
-            # Whatever the command left in the background would hold the pipes open.
+            # A limit hit as the command ended still explains how it ended (read before
+            # stop(), which refuses every fork from then on).
+            job.stopped_by = job.stopped_by or job.limits.breach()
+            # Whatever the command left in the background would hold the pipes open; a
+            # command at a limit gets no grace.
             _signal(process, signal.SIGKILL)
+            job.limits.stop()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_exited(process), DRAIN_TIMEOUT)
             await asyncio.wait(readers, timeout=DRAIN_TIMEOUT)
+            if self._on_exit is not None:
+                await self._on_exit()
         finally:
             if process.returncode is None:
                 # The supervisor itself was cancelled (the event loop is closing): nobody is
                 # left to stop the command, so it goes with its supervisor.
                 _signal(process, signal.SIGKILL)
+                job.limits.stop()
             for reader in readers:
                 reader.cancel()
+            await asyncio.shield(job.limits.release())
             job.ended = asyncio.get_running_loop().time()
 
     async def _pump(self, job: _Job, stream: str, reader: asyncio.StreamReader) -> None:
@@ -410,8 +488,8 @@ class JobManager:
             self._jobs.pop(job.id, None)
             if show_id:
                 self._collected.add(job.id)
-            if job.note:
-                text = f"{text.rstrip()}\n{job.note}"
+            if job.stopped_by is not None:
+                text = f"{text.rstrip()}\n{job.stopped_by.note}"
         end = job.ended if job.ended is not None else asyncio.get_running_loop().time()
         return CommandResult(
             job_id=job.id if show_id else None,
@@ -422,4 +500,5 @@ class JobManager:
             timed_out=timed_out,
             running=not finished,
             duration_ms=int((end - job.started) * 1000),
+            limit=job.stopped_by.setting if finished and job.stopped_by else None,
         )

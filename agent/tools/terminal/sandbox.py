@@ -7,39 +7,38 @@ in its own session, so the caller can signal the whole process tree through one 
 group. Under bubblewrap that group holds `bwrap` and the init of the sandbox's pid namespace,
 whose death takes every process in the sandbox along. Signal the group, not the pid: bwrap
 arms --die-with-parent only once it runs, so a bwrap killed alone in its first milliseconds
-leaves the sandbox running.
+leaves the sandbox running. Every command runs under the resource limits of `limits.py`,
+taken on by the process we start before it execs the sandbox.
+
+What a command sees of the host's files is `view.py`'s business; what it may not change in
+the workspace's git (every git directory, hooks folder and git config read-only, and what it
+makes neutralized afterwards) is `git_guard.py`'s.
 """
 
 import asyncio
 import functools
 import os
-import resource
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from opencomposer.agent.tools.terminal.git_guard import GitGuard
+from opencomposer.agent.tools.terminal.limits import CommandLimits, ResourceLimits
+from opencomposer.agent.tools.terminal.view import view
 from opencomposer.config import SandboxSettings
-from opencomposer.paths import find_program, user_config_file
+from opencomposer.paths import default_home, find_program, user_config_file
 
-# A command may burn two CPU-hours before SIGXCPU: far past any build or test suite, short
-# of a runaway loop left in the background for a day.
-CPU_SECONDS = 2 * 60 * 60
-# No single file a command writes may exceed this (a runaway log fills the disk otherwise).
-MAX_FILE_BYTES = 2 * 1024**3
 _PROBE_TIMEOUT = 10.0
 
-# Credential stores under the home folder. They stay readable through the read-only root
-# unless overlaid: folders get an empty tmpfs, files /dev/null. /dev/null must be mounted
-# with --dev-bind: --ro-bind mounts are nodev, so reading the mask would fail with EACCES, and
-# tools that read their config (npm and ~/.npmrc) would break instead of seeing it empty.
-# Writes to a masked file vanish, leaving the real one untouched.
+# Credential stores under the home folder, masked wherever something shows them (the home is
+# hidden, but a toolchain shown from it, an exposed folder or a workspace may hold them).
 HOME_CREDENTIALS = (
     ".ssh", ".aws", ".gnupg", ".azure", ".kube", ".config/gcloud", ".config/gh",
-    ".docker/config.json", ".netrc", ".git-credentials", ".npmrc", ".pypirc",
-    ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials", ".password-store",
-    ".local/share/keyrings",
+    ".docker/config.json", ".netrc", ".git-credentials", ".config/git/credentials", ".npmrc",
+    ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+    ".password-store", ".local/share/keyrings",
 )  # fmt: skip
 # Unix sockets are reachable without a network namespace: the Docker daemon is host root.
 DOCKER_SOCKETS = (Path("/run/docker.sock"), Path("/var/run/docker.sock"))
@@ -60,9 +59,23 @@ class Sandbox(Protocol):
     description: str
     """One line for users and `doctor`: what the sandbox isolates and what it does not."""
 
+    limits: ResourceLimits
+    """What every command may use, and how this machine enforces it."""
+
+    @property
+    def guard(self) -> GitGuard | None:
+        """Keeps commands from changing what the user's git runs; None where the sandbox
+        cannot (the fallback isolates no files)."""
+        ...
+
     async def spawn(
-        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool
-    ) -> asyncio.subprocess.Process: ...
+        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool,
+        limits: CommandLimits | None = None,
+    ) -> asyncio.subprocess.Process:
+        """`limits` comes from `self.limits.open()`, and the caller releases it once the
+        command has ended; without it only the per-process rlimits apply (a cgroup would
+        have nobody to watch and remove it)."""
+        ...
 
 
 @functools.cache
@@ -71,31 +84,20 @@ def shell() -> str:
     return shutil.which("bash") or "/bin/sh"
 
 
-def _limit_resources() -> None:
-    """Runs in the child before exec; limits are inherited by everything it starts."""
-    for which, value in (
-        (resource.RLIMIT_CPU, CPU_SECONDS),
-        (resource.RLIMIT_FSIZE, MAX_FILE_BYTES),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        _, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.setrlimit(which, (value, hard))
-
-
 async def _start(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool, limits: CommandLimits
 ) -> asyncio.subprocess.Process:
+    """The command joins its cgroups and takes its rlimits before it runs: nothing it starts
+    escapes them, everything it starts inherits both."""
     return await asyncio.create_subprocess_exec(
-        *argv,
+        *limits.wrap(argv),
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_limit_resources,
+        preexec_fn=limits.preexec_fn,
     )
 
 
@@ -110,86 +112,91 @@ def default_masked_paths(home: Path, data_dir: Path) -> list[Path]:
 
 
 class BubblewrapSandbox:
-    """Read-only system, writable workspace but for its git hooks and config, private /tmp,
-    credentials hidden, every namespace unshared (no network unless the call allows it)."""
+    """Read-only system with its secrets masked, the users' homes hidden but for toolchains,
+    Python and git config, credentials and opencomposer's data masked wherever they are,
+    private /tmp, writable workspace with every git directory, hooks folder and git config in
+    it read-only, every namespace unshared (no network unless the call allows it)."""
 
     name = "bubblewrap"
     description = (
-        "bubblewrap: read-only system, writable workspace (git hooks and config read-only), "
-        "private /tmp, credentials hidden, no network unless allowed"
+        "bubblewrap: read-only system (password, sudo and host key files masked), home "
+        "folders hidden except toolchains, Python and git config, credentials and "
+        "opencomposer data masked, private /tmp, writable workspace with .git, git hooks and "
+        "git config read-only (what commands plant there is moved aside), no network unless "
+        "allowed"
     )
 
     def __init__(
         self, workspace_root: Path, bwrap_path: Path, masked_paths: Iterable[Path],
-        settings: SandboxSettings | None = None,
+        settings: SandboxSettings | None = None, quarantine: Path | None = None,
     ) -> None:
+        """`quarantine`: where the git guard keeps what it moves out of the workspace
+        (default: under the data folder)."""
         self.workspace_root = workspace_root.resolve()
         self.bwrap_path = bwrap_path
         self.masked_paths = list(masked_paths)
         self.settings = settings or SandboxSettings()
+        self.limits = ResourceLimits(self.settings, user_namespace=True)
+        self.guard = GitGuard(self.workspace_root, quarantine or default_home() / "quarantine")
 
-    def _masks(self) -> list[str]:
-        """Overlay arguments for the masked paths that exist now. Paths under /tmp are
-        already hidden by the private /tmp; paths inside the workspace are the user's project."""
-        args: list[str] = []
-        for real in dict.fromkeys(path.resolve() for path in self.masked_paths):
-            if not real.exists() or real.is_relative_to("/tmp"):
-                continue
-            if real.is_relative_to(self.workspace_root):
-                continue
-            args += (
-                ["--tmpfs", str(real)] if real.is_dir() else ["--dev-bind", "/dev/null", str(real)]
-            )
-        return args
-
-    def _git_pins(self) -> list[str]:
-        """Mounts that keep commands from planting code the user's git runs later on the host:
-        hooks and config (core.fsmonitor, core.hooksPath, aliases) are read-only. `.git` is
-        bound onto itself, as a mount point cannot be renamed away and replaced while a folder
-        holding one can; a `.git` file (worktree, submodule), whose `gitdir:` picks the
-        repository, is read-only. Git inside still commits, branches and diffs; writing config
-        fails. Not covered: symbolic links (a mount lands on their target, and the link itself
-        stays replaceable), a hooks folder made later, a core.hooksPath inside the workspace,
-        submodules under .git/modules, and a planted .git/commondir (git then reads config
-        and hooks where it points)."""
-        git = self.workspace_root / ".git"
-        if git.is_symlink() or not git.exists():
-            return []
-        if git.is_file():
-            return ["--ro-bind", str(git), str(git)]
-        args = ["--bind", str(git), str(git)]
-        for path in (git / "hooks", git / "config"):
-            if path.exists() and not path.is_symlink():
-                args += ["--ro-bind", str(path), str(path)]
-        return args
-
-    def arguments(self, command: str, *, cwd: Path, network: bool) -> list[str]:
-        """The full bwrap command line. Order matters: later mounts cover earlier ones, so the
-        masks come after the /tmp tmpfs, the workspace after both, staying visible and
-        writable even when it lies under /tmp or inside a masked folder, and the git pins
-        after the workspace."""
+    def arguments(self, command: str, *, cwd: Path, network: bool,
+                  git_pins: Sequence[Path] = ()) -> list[str]:
+        """The full bwrap command line. Order matters: later mounts cover earlier ones. The
+        hidden homes come after the read-only root and the private /tmp, what is shown from
+        them after those, the masks after all three, then the workspace, visible and writable
+        even when it lies in a hidden or masked place, the masks inside it, and last the git
+        pins (`GitGuard.prepare`), bound read-only onto themselves: a mount point cannot be
+        renamed or removed, so they cannot be swapped for a planted copy either."""
         workspace = str(self.workspace_root)
+        seen = view(self.workspace_root, self.masked_paths, self.settings.expose)
+        pins = [arg for path in git_pins for arg in ("--ro-bind-try", str(path), str(path))]
         return [
             str(self.bwrap_path),
             *_FILESYSTEM,
-            *self._masks(),
+            *seen.before_workspace(),
             "--bind", workspace, workspace,
-            *self._git_pins(),
+            *seen.after_workspace(),
+            *pins,
             "--unshare-all",
             *(["--share-net"] if network else []),
             *_PROCESS,
             "--chdir", str(cwd),
-            "--", shell(), "-c", command,
+            "--", *self.limits.wrapper, shell(), "-c", command,
         ]  # fmt: skip
 
     async def spawn(
-        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool
+        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool,
+        limits: CommandLimits | None = None,
     ) -> asyncio.subprocess.Process:
         # The environment reaches the command through bwrap's own environment rather than
         # --setenv: argv is readable by every local user in /proc/PID/cmdline, environ only by
         # the same user.
-        argv = self.arguments(command, cwd=cwd, network=network)
-        return await _start(argv, cwd=cwd, env=env, stdin=stdin)
+        pins = await self._prepare()
+        try:
+            argv = await asyncio.to_thread(self.arguments, command, cwd=cwd, network=network,
+                                           git_pins=pins)
+            process = await _start(argv, cwd=cwd, env=env, stdin=stdin,
+                                   limits=limits or self.limits.per_process())
+        except BaseException:
+            self.guard.started(None)
+            raise
+        self.guard.started(process)
+        return process
+
+    async def _prepare(self) -> list[Path]:
+        """The guard's pins, walked in a worker thread (tens of milliseconds on a large
+        tree). A caller cancelled meanwhile still ends the preparation it began, so that the
+        guard does not wait forever for a command that never starts."""
+        preparing = asyncio.ensure_future(asyncio.to_thread(self.guard.prepare))
+        try:
+            return await asyncio.shield(preparing)
+        except asyncio.CancelledError:
+            def finish(done: "asyncio.Future[list[Path]]") -> None:
+                if not done.cancelled() and done.exception() is None:
+                    self.guard.started(None)
+
+            preparing.add_done_callback(finish)
+            raise
 
 
 class FallbackSandbox:
@@ -198,9 +205,11 @@ class FallbackSandbox:
     read-only, so a command can plant code that the user's git later runs on the host."""
 
     name = "fallback"
+    guard = None
 
     def __init__(self, reason: str = "", settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings()
+        self.limits = ResourceLimits(self.settings, user_namespace=False)
         why = f" ({reason})" if reason else ""
         self.description = (
             f"fallback{why}: NOT isolated; commands can read and change any file this user "
@@ -209,9 +218,11 @@ class FallbackSandbox:
         )
 
     async def spawn(
-        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool
+        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool,
+        limits: CommandLimits | None = None,
     ) -> asyncio.subprocess.Process:
-        return await _start([shell(), "-c", command], cwd=cwd, env=env, stdin=stdin)
+        return await _start([shell(), "-c", command], cwd=cwd, env=env, stdin=stdin,
+                            limits=limits or self.limits.per_process())
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -257,5 +268,5 @@ def detect_sandbox(workspace_root: Path, data_dir: Path,
     bwrap, works, detail = _cached_probe()
     if works and bwrap is not None:
         return BubblewrapSandbox(workspace_root, bwrap, default_masked_paths(Path.home(), data_dir),
-                                 settings)
+                                 settings, quarantine=data_dir / "quarantine")
     return FallbackSandbox(f"bubblewrap unavailable: {detail}", settings)

@@ -178,8 +178,13 @@ export class ChatView implements vscode.WebviewViewProvider {
   /** Undo a turn's edits (the server's undo: adds, deletes and moves too), and say how it went. */
   private async revertTurn(turnId: string): Promise<void> {
     if (!this.threadId) return;
-    const { restored, conflicts } = await this.requireAgent().undo(this.threadId, 'turn', turnId);
+    const { restored, conflicts, unrestorable } =
+      await this.requireAgent().undo(this.threadId, 'turn', turnId);
     const files = (paths: string[]) => paths.join(', ');
+    if (unrestorable.length) {
+      void vscode.window.showWarningMessage(`Not reverted: ${files(unrestorable)}. Secret files `
+        + 'are never kept in checkpoints, so undo cannot put them back.');
+    }
     if (conflicts.length) {
       void vscode.window.showWarningMessage(`Reverted ${restored.length} of the turn's files; `
         + `changed since the agent wrote them, so left as they are: ${files(conflicts)}.`);

@@ -249,8 +249,11 @@ export interface ThreadSubscribeParams { thread_id: string; after_seq: number }
 export interface ThreadSubscribeResponse { last_seq: number }
 export type UndoScope = 'edit' | 'turn' | 'thread';
 export interface ThreadUndoParams { thread_id: string; scope: UndoScope; turn_id?: string }
-/** `conflicts`: files changed since the agent wrote them, left as they are. */
-export interface ThreadUndoResponse { restored: FileChange[]; conflicts: string[] }
+/** `conflicts`: files changed since the agent wrote them, left as they are. `unrestorable`:
+ * secret files (`.env`) the edits changed, whose contents are never kept, so not put back. */
+export interface ThreadUndoResponse {
+  restored: FileChange[]; conflicts: string[]; unrestorable: string[];
+}
 export interface TurnStartParams { thread_id: string; input: UserInput[] }
 export interface TurnStartResponse { turn: Turn }
 export interface TurnInterruptParams { thread_id: string; turn_id: string }

@@ -148,7 +148,8 @@ test('an approval asked again (its events replayed) is answered once, for both r
 
 test('undo and commands name the thread', async () => {
   const { connection, agent } = client();
-  const restored = { restored: [{ path: 'a.py', kind: 'update', diff: '' }], conflicts: ['b.py'] };
+  const restored = { restored: [{ path: 'a.py', kind: 'update', diff: '' }], conflicts: ['b.py'],
+    unrestorable: [] };
   connection.answers.set(METHODS.threadUndo, () => restored);
   connection.answers.set(EXECUTE_COMMAND, () => ({ thread_id: THREAD, turn_id: 'turn_2' }));
   assert.deepEqual(await agent.undo(THREAD, 'turn', 'turn_1'), restored);

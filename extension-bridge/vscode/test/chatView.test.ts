@@ -140,13 +140,13 @@ test('a steer shows as queued until its item arrives, at the next step or when t
     html: '<div class="item user steer"><div class="label">steer</div><div class="text"><p>shorter</p></div></div>' }] });
 });
 
-test('Revert turn undoes the turn on the server and reports files changed since', async () => {
+test('Revert turn undoes the turn on the server and reports files changed since or not kept', async () => {
   const { connection, posted, chat, frame, click } = setUp();
   following(connection);
   const warnings: string[] = [];
   stub.window.showWarningMessage = async (message: string) => { warnings.push(message); };
   connection.answers.set(METHODS.threadUndo, () => ({
-    restored: [{ path: 'a.py', kind: 'update', diff: '' }], conflicts: ['b.py'] }));
+    restored: [{ path: 'a.py', kind: 'update', diff: '' }], conflicts: ['b.py'], unrestorable: ['.env'] }));
   chat.show(THREAD);
   await settle();
   const edit = { type: 'file_change' as const, id: 'f', turn_id: 'turn_1', status: 'completed' as const, call_id: 'c',
@@ -161,7 +161,9 @@ test('Revert turn undoes the turn on the server and reports files changed since'
   click({ type: 'revertTurn', turnId: 'turn_1' });
   await settle();
   assert.deepEqual(connection.sent.at(-1), [METHODS.threadUndo, { thread_id: THREAD, scope: 'turn', turn_id: 'turn_1' }]);
-  assert.deepEqual(warnings, ["Reverted 1 of the turn's files; changed since the agent wrote them, so left as they are: b.py."]);
+  assert.deepEqual(warnings, [
+    'Not reverted: .env. Secret files are never kept in checkpoints, so undo cannot put them back.',
+    "Reverted 1 of the turn's files; changed since the agent wrote them, so left as they are: b.py."]);
 });
 
 test('a command runs in the shown thread, or in a new one when the file is in another folder', async () => {

@@ -221,7 +221,7 @@ test('undoing a turn puts its files back, unless changed since', { skip: !READY 
     assert.deepEqual([undone.restored.map((change) => [change.path, change.kind]), undone.conflicts],
       [[['util.py', 'update']], []]);
     assert.equal(readFileSync(file, 'utf8'), UTIL);
-    assert.deepEqual(await agent.undo(thread.id, 'turn', turnId), { restored: [], conflicts: [] });
+    assert.deepEqual(await agent.undo(thread.id, 'turn', turnId), { restored: [], conflicts: [], unrestorable: [] });
   }));
 
 test('a command named a thread runs its turn there', { skip: !READY && 'no .venv' }, () => withServer(

@@ -394,6 +394,17 @@ function renderDiff(diff) {
 
 // ------------------------------------------------------------------ wiring
 
+// `opencomposer serve` prints the page's URL with `?token=`: keep the token for this tab and
+// take it out of the address bar, so it is neither bookmarked nor left in the history.
+function takeTokenFromUrl() {
+  const url = new URL(location.href);
+  const token = url.searchParams.get("token");
+  if (token === null) return;
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  url.searchParams.delete("token");
+  history.replaceState(null, "", url.pathname + url.search + url.hash);
+}
+
 function route() {
   const match = location.hash.match(/^#thread=(.+)$/);
   if (match) openThread(decodeURIComponent(match[1]));
@@ -436,4 +447,5 @@ $("request").addEventListener("keydown", (event) => {
 $("interrupt").addEventListener("click", interrupt);
 $("refresh").addEventListener("click", loadThreads);
 window.addEventListener("hashchange", route);
+takeTokenFromUrl();
 route();

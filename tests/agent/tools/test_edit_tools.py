@@ -67,6 +67,45 @@ async def test_edits_keep_the_file_format(harness, root: Path, original, expecte
     assert (root / "f.py").read_bytes() == expected
 
 
+@pytest.mark.parametrize(("encoding", "text", "old", "new"), [
+    ("latin-1", "café au lait\n", "lait", "crème brûlée, à la française"),
+    ("latin-1", "Grüße aus München\n", "München", "Köln für 5 €"),  # € only in cp1252
+    ("cp1252", "print(\u201cHi\u201d)\n", "Hi", "Ça coûte 5 €"),
+    ("cp1251", "Привет, мир! Это тестовый файл на русском языке, достаточно длинный для "
+               "определения кодировки.\n", "мир", "дорогой друг"),
+])
+async def test_edits_adding_characters_the_files_code_page_holds_succeed(
+        harness, root: Path, encoding: str, text: str, old: str, new: str):
+    (root / "legacy.txt").write_bytes(text.encode(encoding))
+    outcome = await harness.call("edit_file", {"path": "legacy.txt", "old_string": old,
+                                               "new_string": new})
+    assert outcome.ok, outcome.text
+    expected = text.replace(old, new)
+    assert (root / "legacy.txt").read_bytes() == expected.encode(
+        "cp1252" if encoding == "latin-1" else encoding)
+    read = await harness.call("read_file", {"path": "legacy.txt"})
+    assert expected.rstrip("\n") in read.text
+
+
+async def test_a_unified_diff_applied_away_from_its_line_numbers_says_so(harness, root: Path):
+    (root / "a.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 31)))
+    patch = "--- a/a.py\n+++ b/a.py\n@@ -5,3 +5,3 @@\n x19 = 19\n-x20 = 20\n+x20 = 0\n x21 = 21\n"
+    outcome = await harness.call("apply_patch", {"patch": patch})
+    assert outcome.ok, outcome.text
+    assert "x20 = 0\n" in (root / "a.py").read_text()
+    assert outcome.text == (
+        "Applied patch: update a.py.\n"
+        "a.py: hunk 1 applied at line 19, not at line 5 where its header puts it; check that "
+        "this is the place you meant.")
+    assert outcome.data == {"adjusted_hunks": [{"path": "a.py", "hunk": 1, "header_line": 5,
+                                                "applied_line": 19,
+                                                "ignored_whitespace": False}]}
+    at_its_line = patch.replace("-5,3 +5,3", "-19,3 +19,3").replace("-x20 = 20\n+x20 = 0",
+                                                                    "-x20 = 0\n+x20 = 1")
+    exact = await harness.call("apply_patch", {"patch": at_its_line})
+    assert exact.ok and exact.data == {"adjusted_hunks": []}, exact.text
+
+
 async def test_apply_patch_across_files_atomically(harness, root: Path):
     (root / "a.py").write_text("one\ntwo\nthree\n")
     (root / "old.py").write_text("moved\n")

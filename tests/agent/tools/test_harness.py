@@ -7,6 +7,7 @@ import pytest
 
 from opencomposer.agent.protocol.common import ActionClass
 from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
+from opencomposer.agent.tools.beneath import Tree
 from opencomposer.agent.tools.errors import Conflict
 from opencomposer.agent.tools.harness import ToolHarness, cap_text
 from opencomposer.agent.tools.workspace import DiskWriter, Workspace
@@ -121,7 +122,7 @@ async def test_undo_leaves_files_changed_since_alone(harness, root: Path):
     outcome = await harness.undo("turn")
     assert outcome.conflicts == ["a.txt"] and [c.path for c in outcome.restored] == ["b.txt"]
     assert (root / "a.txt").read_text() == "the user edited this\n"
-    with pytest.raises(Conflict, match="nothing undone: a.txt changed"):
+    with pytest.raises(Conflict, match=r"nothing undone: a\.txt changed"):
         await harness.undo("turn")
 
 
@@ -145,7 +146,8 @@ async def test_checkpoints_survive_a_new_harness(root: Path, tmp_path: Path):
 class DiskFullOnSecondWrite(DiskWriter):
     """Writes to disk, but the second write of a call fails as a full disk would."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
+        super().__init__(Tree(root))
         self.writes = 0
 
     async def write(self, path: Path, data: bytes) -> None:
@@ -158,7 +160,7 @@ class DiskFullOnSecondWrite(DiskWriter):
 async def test_a_failing_write_rolls_back_the_calls_earlier_writes(root: Path, tmp_path: Path):
     (root / "a.txt").write_text("A\n")
     (root / "b.txt").write_text("B\n")
-    harness = ToolHarness(Workspace(root, writer=DiskFullOnSecondWrite()), ToolSettings(),
+    harness = ToolHarness(Workspace(root, writer=DiskFullOnSecondWrite(root)), ToolSettings(),
                           tmp_path / "data")
     patch = ("*** Begin Patch\n*** Update File: a.txt\n@@\n-A\n+A2\n"
              "*** Update File: b.txt\n@@\n-B\n+B2\n*** End Patch\n")

@@ -78,8 +78,9 @@ def test_doctor_json_reports_what_works_here():
         data = json.loads(run("doctor", "--json", "-c", "engine.backend=openai",
                               "-c", f"engine.base_url={fake.base_url}").stdout)
     checks = {c["name"]: c for c in data["checks"]}
-    assert set(checks) == {"config", "python", "torch", "cuda", "gpu extra", "sandbox", "ripgrep",
-                           "git", "neovim", "node", "data folder", "local models", "engine"}
+    assert set(checks) == {"config", "python", "torch", "cuda", "gpu extra", "sandbox", "limits",
+                           "ripgrep", "git", "neovim", "node", "data folder", "local models",
+                           "http auth", "engine"}
     assert data["healthy"] is True
     assert checks["engine"]["status"] == "ok" and "fake-model" in checks["engine"]["detail"]
     assert checks["ripgrep"]["status"] == "ok"  # the ripgrep wheel is a dependency

@@ -76,3 +76,20 @@ def test_every_response_carries_a_request_id(tmp_path: Path) -> None:
     assert len(fresh) == 32
     assert kept.headers["x-request-id"] == "trace-42"
     assert replaced.headers["x-request-id"] != "no spaces; please"
+
+
+def test_refused_requests_and_made_up_methods_add_no_labels(tmp_path: Path) -> None:
+    """Refusals are counted (an attack shows), but a client can send any method name: those
+    are all one `other` series, so no client grows the registry without bound."""
+    with live_server(ScriptedEngine([]), tmp_path / "home") as url, httpx.Client() as client:
+        for n in range(20):
+            client.request(f"X-METHOD-{n}", f"{url}/healthz")
+        client.get(f"{url}/v1/threads", headers={"Host": "evil.example"})
+        text = client.get(f"{url}/metrics").text
+    series = [line for line in text.splitlines()
+              if line.startswith("opencomposer_http_requests_total{")]
+    assert sample(text, "opencomposer_http_requests_total", method="other", route="/healthz",
+                  status="405") == 20
+    assert sample(text, "opencomposer_http_requests_total", method="GET", route="unmatched",
+                  status="403") == 1
+    assert not any("X-METHOD" in line for line in series)

@@ -1,71 +1,141 @@
-"""`opencomposer serve` as a real process: what it serves, and who may call it."""
+"""`opencomposer serve` as a real process: what it serves, the token it prints and keeps, and
+who may call it."""
 
 import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from opencomposer import paths
 from opencomposer.agent.protocol.schema import protocol_schema
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
+# The first request waits in the listen backlog while the server loads its engine, which
+# takes seconds on a busy machine: it may take this long, the others answer at once.
+STARTUP_TIMEOUT = 120
+
+
+@dataclass
+class Served:
+    url: str
+    token: str | None
+    page: str | None
+    """The page URL printed, with its `?token=`."""
+
+    proc: subprocess.Popen
+
+    def get(self, path: str, token: str | None = None, **headers: str) -> httpx.Response:
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return httpx.get(f"{self.url}{path}", headers=headers, timeout=STARTUP_TIMEOUT)
 
 
 @contextmanager
-def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def serving(*args: str) -> Iterator[Served]:
     proc = subprocess.Popen(
         [CLI, "serve", "--port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
     try:
-        line = proc.stdout.readline()
-        match = re.search(r"serving at (http://\S+)", line)
-        assert match, line + proc.stderr.read()
-        yield match.group(1), proc
+        lines = [proc.stdout.readline()]
+        match = re.search(r"serving at (http://\S+)", lines[0])
+        assert match, lines[0] + proc.stderr.read()
+        while not lines[-1].startswith("Model:"):
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)
+        text = "".join(lines)
+        token = re.search(r"api_key=(\S+)", text)
+        page = re.search(r"Web page: (\S+)", text)
+        yield Served(match.group(1), token and token.group(1), page and page.group(1), proc)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
 
 
-def test_serves_health_schema_and_index_on_loopback():
-    with serving() as (url, proc):
-        assert url.startswith("http://127.0.0.1:")
-        assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
-        assert httpx.get(f"{url}/v1/protocol/schema").json() == protocol_schema()
-        index = httpx.get(url).text
+def test_serves_health_schema_and_index_on_loopback_with_the_printed_token():
+    with serving() as served:
+        assert served.url.startswith("http://127.0.0.1:")
+        assert served.get("/healthz").json()["status"] == "ok"
+        assert served.get("/v1/protocol/schema").status_code == 401
+        assert served.get("/v1/protocol/schema", served.token).json() == protocol_schema()
+        assert served.page == f"{served.url}/?token={served.token}"
+        index = httpx.get(served.page, timeout=10).text  # the page opens from the printed URL
         assert "/v1/protocol/schema" in index and "/v1/chat/completions" in index
-    assert proc.returncode == 130  # a graceful stop on Ctrl-C, with the shell's status for it
-    assert "Traceback" not in proc.stderr.read()
+    assert served.proc.returncode == 130  # a graceful stop on Ctrl-C, with the shell's status
+    assert "Traceback" not in served.proc.stderr.read()
 
 
-def test_non_loopback_bind_requires_the_printed_token():
-    with serving("--host", "0.0.0.0") as (url, proc):
-        port = url.rsplit(":", 1)[1]
-        base = f"http://127.0.0.1:{port}"
-        token = re.search(r"Bearer (\S+)'", proc.stderr.readline()).group(1)
-        assert httpx.get(f"{base}/healthz").status_code == 200
-        denied = httpx.get(f"{base}/v1/protocol/schema")
+def test_the_made_token_is_private_and_kept_across_restarts():
+    with serving() as first:
+        assert first.get("/v1/threads", first.token).status_code == 200
+    kept = paths.default_home() / "server-token"
+    assert kept.read_text().strip() == first.token
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+    with serving() as second:
+        assert second.token == first.token  # clients configured with it keep working
+        assert second.get("/v1/threads", first.token).status_code == 200
+
+
+def test_a_wildcard_bind_prints_a_loopback_url_and_checks_hosts():
+    with serving("--host", "0.0.0.0") as served:
+        assert served.url.startswith("http://127.0.0.1:")
+        assert served.get("/healthz").status_code == 200
+        denied = served.get("/v1/protocol/schema")
         assert (denied.status_code, denied.headers["www-authenticate"]) == (401, "Bearer")
-        wrong = httpx.get(f"{base}/v1/protocol/schema", headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401
-        ok = httpx.get(f"{base}/v1/protocol/schema", headers={"Authorization": f"Bearer {token}"})
-        assert ok.status_code == 200
+        assert served.get("/v1/protocol/schema", "nope-nope-nope-nope").status_code == 401
+        assert served.get("/v1/protocol/schema", served.token).status_code == 200
+        foreign = served.get("/v1/protocol/schema", served.token, Host="evil.example")
+        assert foreign.status_code == 403
+        assert "server.allowed_hosts" in foreign.json()["error"]["message"]
 
 
 def test_configured_token_is_enforced_on_loopback_too():
-    with serving("-c", 'server.token="a-long-enough-token"') as (url, _):
-        assert httpx.get(f"{url}/v1/threads").status_code == 401
-        headers = {"Authorization": "Bearer a-long-enough-token"}
-        assert httpx.get(f"{url}/v1/threads", headers=headers).status_code == 200
+    with serving("-c", 'server.token="a-long-enough-token"') as served:
+        assert served.token == "a-long-enough-token"
+        assert served.get("/v1/threads").status_code == 401
+        assert served.get("/v1/threads", "a-long-enough-token").status_code == 200
         # The page itself holds no data and a browser cannot send the token to load it.
-        assert httpx.get(f"{url}/").status_code == 200
+        assert served.get("/").status_code == 200
+    assert not (paths.default_home() / "server-token").exists()
+
+
+def test_auth_none_is_honoured_on_loopback_only():
+    with serving("-c", 'server.auth="none"') as served:
+        assert served.token is None and served.page is None
+        assert served.get("/v1/threads").status_code == 200
+        assert served.get("/v1/threads", Host="evil.example").status_code == 403
+    assert "server.auth = \"none\"" in served.proc.stderr.read()
+    refused = subprocess.run([CLI, "serve", "--port", "0", "--host", "0.0.0.0", "-c",
+                              'server.auth="none"'], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "accepted only on a loopback address" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_an_unusable_token_is_a_clear_error():
+    short = subprocess.run([CLI, "serve", "--port", "0", "-c", 'server.token="short"'],
+                           capture_output=True, text=True, timeout=60)
+    assert short.returncode == 1
+    assert "server.token must be 16 to 512 characters" in " ".join(short.stderr.split())
+    kept = paths.default_home() / "server-token"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("has spaces in it and is not a token\n")
+    broken = subprocess.run([CLI, "serve", "--port", "0"], capture_output=True, text=True,
+                            timeout=60)
+    assert broken.returncode == 1
+    assert "delete it to make a new one" in " ".join(broken.stderr.split())
+    assert "Traceback" not in short.stderr + broken.stderr
 
 
 def test_a_port_in_use_is_a_clear_error():
@@ -78,3 +148,18 @@ def test_a_port_in_use_is_a_clear_error():
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_doctor_reports_who_may_call_the_server(tmp_path: Path):
+    from opencomposer.config import Settings
+    from opencomposer.serving.doctor import Check, check_server_auth
+
+    made = check_server_auth(Settings(home=tmp_path))
+    assert made == Check("http auth", "ok", "bearer token required, on loopback too "
+                         f"({tmp_path / 'server-token'}); Host and Origin checked")
+    configured = check_server_auth(Settings(home=tmp_path, server={"token": "x" * 20}))
+    assert "(server.token)" in configured.detail
+    open_local = check_server_auth(Settings(server={"auth": "none"}))
+    assert open_local.status == "warn" and "any program on this machine" in open_local.detail
+    open_wide = check_server_auth(Settings(server={"auth": "none", "host": "0.0.0.0"}))
+    assert (open_wide.status, open_wide.disables) == ("error", "opencomposer serve")

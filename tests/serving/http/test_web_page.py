@@ -107,6 +107,24 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(tmp_path: Path, work
         assert errors == []
 
 
+def test_the_printed_url_signs_the_page_in_and_leaves_no_token_behind(tmp_path: Path,
+                                                                      workspace: Path,
+                                                                      browser) -> None:
+    expect = sync_api.expect
+    with live_server(ScriptedEngine([]), tmp_path / "home", token=TOKEN) as url:
+        page, errors = open_page(browser, f"{url}/?token={TOKEN}")
+        expect(page.locator("#status")).to_have_text("")
+        assert page.url == f"{url}/"  # out of the address bar, the history and bookmarks
+        assert page.evaluate("sessionStorage.getItem('opencomposer.token')") == TOKEN
+        page.fill("#workspace", str(workspace))
+        page.fill("#title", "signed in by URL")
+        page.click("#new-thread button")
+        expect(page.locator("#thread-header h2")).to_have_text("signed in by URL")
+        page.reload()
+        expect(page.locator("#threads")).to_contain_text("signed in by URL")
+        assert errors == []
+
+
 def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         tmp_path: Path, workspace: Path, browser) -> None:
     expect = sync_api.expect

@@ -193,6 +193,12 @@ local function undone(result)
   local paths = vim.tbl_map(function(change)
     return change.path
   end, result.restored)
+  local unkept = result.unrestorable or {}
+  if #unkept > 0 then
+    vim.notify(('opencomposer: not put back (secret files are never kept in checkpoints): %s'):format(
+      table.concat(unkept, ', ')
+    ), vim.log.levels.WARN)
+  end
   if #paths == 0 and #result.conflicts == 0 then
     return vim.notify('opencomposer: nothing to undo')
   end

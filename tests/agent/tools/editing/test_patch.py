@@ -11,6 +11,7 @@ from opencomposer.agent.tools.editing.patch_format import (
     AddFile,
     DeleteFile,
     Hunk,
+    HunkAdjustment,
     PatchError,
     PlannedChange,
     UpdateFile,
@@ -228,8 +229,37 @@ def test_no_newline_markers(hunk: list[str], text: str, expected: str) -> None:
 def test_trailing_whitespace_is_ignored_with_a_note_and_context_is_kept() -> None:
     patch = codex("*** Update File: a.py", " a", "-b", "+c")
     assert plan(patch, {"a.py": "a  \nb\t\n"}) == (
-        [PlannedChange("a.py", "update", "a  \nb\t\n", "a  \nc\n")],
+        [PlannedChange("a.py", "update", "a  \nb\t\n", "a  \nc\n", adjusted=(
+            HunkAdjustment(1, header_line=None, applied_line=1, ignored_whitespace=True),))],
         ["a.py: hunk 1 matched only after ignoring trailing whitespace."])
+
+
+def test_a_hunk_found_away_from_its_header_line_is_applied_and_reported() -> None:
+    text = "".join(f"line {n}\n" for n in range(1, 21))
+    patch = ("--- a/a.py\n+++ b/a.py\n"
+             "@@ -3,2 +3,2 @@\n line 12\n-line 13\n+LINE 13\n"     # really at line 12
+             "@@ -15,2 +15,2 @@\n line 15\n-line 16\n+LINE 16\n"   # where it says
+             "@@ -19,1 +19,1 @@\n-line 18  \n+LINE 18\n")             # 18, and whitespace
+    changes, notes = plan(patch, {"a.py": text})
+    assert changes[0].new_text == text.replace("line 13", "LINE 13").replace(
+        "line 16", "LINE 16").replace("line 18", "LINE 18")
+    assert changes[0].adjusted == (
+        HunkAdjustment(1, header_line=3, applied_line=12),
+        HunkAdjustment(3, header_line=19, applied_line=18, ignored_whitespace=True))
+    assert notes == [
+        "a.py: hunk 1 applied at line 12, not at line 3 where its header puts it; check that "
+        "this is the place you meant.",
+        "a.py: hunk 3 applied at line 18, not at line 19 where its header puts it; check that "
+        "this is the place you meant.",
+        "a.py: hunk 3 matched only after ignoring trailing whitespace."]
+
+
+def test_hunks_without_line_numbers_are_not_reported_as_moved() -> None:
+    changes, notes = plan(codex("*** Update File: a.py", "@@ class B:", "     def f(self):",
+                                "-        return 1", "+        return 2"), {"a.py": SOURCE})
+    assert (changes[0].adjusted, notes) == ((), [])
+    inserted, notes = plan("--- a/a.py\n+++ b/a.py\n@@ -1,0 +2 @@\n+x\n", {"a.py": "a\nb\n"})
+    assert (inserted[0].adjusted, notes) == ((), [])
 
 
 def test_astral_characters_and_tabs() -> None:

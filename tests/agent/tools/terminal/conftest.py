@@ -7,14 +7,13 @@ with a private tmpfs) are made under /var/tmp, so the read-only view is what get
 
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from support.sandbox_fixtures import bwrap, outside, processes_with
 
 from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.jobs import JobManager
@@ -23,21 +22,11 @@ from opencomposer.agent.tools.terminal.sandbox import (
     FallbackSandbox,
     Sandbox,
     default_masked_paths,
-    probe_bubblewrap,
 )
-from opencomposer.paths import find_program
 from opencomposer.redact import Redactor
 
 MakeSandbox = Callable[..., Sandbox]
-
-
-@pytest.fixture(scope="session")
-def bwrap() -> Path:
-    works, detail = probe_bubblewrap()
-    path = find_program("bwrap")
-    if not works or path is None:
-        pytest.skip(f"bubblewrap cannot start a sandbox here: {detail}")
-    return path
+__all__ = ["bwrap", "outside", "processes_with"]
 
 
 @pytest.fixture
@@ -45,15 +34,6 @@ def workspace(tmp_path: Path) -> Path:
     folder = tmp_path / "workspace"
     folder.mkdir()
     return folder.resolve()
-
-
-@pytest.fixture
-def outside() -> Iterator[Path]:
-    if not os.access("/var/tmp", os.W_OK):
-        pytest.skip("/var/tmp is not writable")
-    folder = Path(tempfile.mkdtemp(prefix="opencomposer-test-", dir="/var/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(params=["bubblewrap", "fallback"])
@@ -107,19 +87,6 @@ async def make_jobs(sandbox: Sandbox, workspace: Path) -> AsyncIterator[Callable
 def marker() -> str:
     """A `sleep` duration no other process uses, to find a test's processes in /proc."""
     return f"{900 + uuid.uuid4().int % 99}.{uuid.uuid4().int % 10**6:06d}"
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose command line mentions `marker` (zombies have none)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 async def wait_until(check: Callable[[], bool], within: float = 5.0) -> bool:

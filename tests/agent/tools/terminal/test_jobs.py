@@ -1,8 +1,9 @@
 """JobManager against real processes in both sandboxes: soft timeouts, jobs, input, output
 windows, whole-tree kills, cancellation and secrets.
 
-The "fork bomb" here is bounded (200 sleeps): tests run as root without cgroup limits, so a
-real one would take the machine down.
+The "fork bomb" here is bounded (200 sleeps, well under the default limit of 1,024
+processes); real bombs and the limits that stop them are tested in
+tests/security/test_resource_limits.py.
 """
 
 import asyncio
@@ -22,8 +23,10 @@ from opencomposer.agent.tools.errors import (
     NotFound,
     UnexpectedEnvironment,
 )
-from opencomposer.agent.tools.terminal.environment import dotenv_secret_values
+from opencomposer.agent.tools.secret_files import dotenv_secret_values
 from opencomposer.agent.tools.terminal.jobs import NO_OUTPUT, CommandResult
+from opencomposer.agent.tools.terminal.limits import PREFIX, find_cgroups
+from opencomposer.config import SandboxSettings
 
 SPAWN_200 = "for i in $(seq 200); do sleep {marker} & done; echo spawned; wait"
 
@@ -44,6 +47,12 @@ def finished(output: str, exit_code: int, output_bytes: int | None = None) -> Co
 
 def timeless(result: CommandResult) -> CommandResult:
     return dataclasses.replace(result, duration_ms=0)
+
+
+def our_cgroups() -> list[Path]:
+    """Cgroups this test process has made and not removed (none where it makes none)."""
+    return [child for parent in find_cgroups().folders
+            for child in parent.glob(f"{PREFIX}{os.getpid()}-*")]
 
 
 # ---------------------------------------------------------------------------- results
@@ -203,6 +212,7 @@ async def test_max_lifetime_kills_the_tree(
         assert (result.running, result.exit_code) == (False, -15)
         assert "spawned" in first.output + result.output  # whichever read it arrived in
         assert result.output.endswith("\n[killed: ran past the 1 s limit for one command]")
+        assert result.limit == "tools.sandbox.max_lifetime"
         assert await survivors(marker) == []
 
 
@@ -272,6 +282,20 @@ async def test_close_kills_every_job(
         await jobs.run("true", cwd=workspace)
 
 
+async def test_capture_runs_under_the_limits_and_cleans_up(make_jobs, workspace: Path) -> None:
+    async with asyncio.timeout(10):
+        captured = await make_jobs().capture("ulimit -f; ulimit -c", cwd=workspace, timeout=5)
+    assert captured == (0, f"{SandboxSettings().max_file_bytes // 1024}\n0\n")
+    assert our_cgroups() == []
+
+
+async def test_a_command_that_cannot_start_leaves_no_cgroup(make_jobs, workspace: Path) -> None:
+    """The kernel refuses an argument over 128 KiB (E2BIG) after the cgroup was made."""
+    with pytest.raises(UnexpectedEnvironment, match="could not start the command"):
+        await make_jobs().run(f": {'x' * 200_000}", cwd=workspace)
+    assert our_cgroups() == []
+
+
 # ---------------------------------------------------------------------------- environment
 
 
@@ -326,8 +350,11 @@ async def test_pagers_and_prompts_are_disabled(make_jobs, workspace: Path) -> No
     async with asyncio.timeout(10):
         log = await jobs.run("git log", cwd=workspace, timeout=5)
         assert (log.exit_code, log.running, log.truncated) == (0, False, True)
+        # In a repository of the command's own: the workspace's .git is read-only in the
+        # sandbox.
         settings = await jobs.run(
             "echo $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT $GIT_EDITOR $TERM; "
+            "git init -q scratch && cd scratch && "
             "git -c user.name=A -c user.email=a@b commit --allow-empty",
             cwd=workspace,
             timeout=5,

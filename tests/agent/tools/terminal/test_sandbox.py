@@ -17,8 +17,8 @@ from support.interpreters import SANDBOX_PYTHON
 
 from opencomposer.agent.tools.terminal import sandbox as sandbox_module
 from opencomposer.agent.tools.terminal.environment import scrub_environment
+from opencomposer.agent.tools.terminal.git_guard import GitGuard
 from opencomposer.agent.tools.terminal.sandbox import (
-    MAX_FILE_BYTES,
     BubblewrapSandbox,
     FallbackSandbox,
     Sandbox,
@@ -27,6 +27,8 @@ from opencomposer.agent.tools.terminal.sandbox import (
     probe_bubblewrap,
     shell,
 )
+from opencomposer.agent.tools.terminal.view import view
+from opencomposer.config import SandboxSettings
 
 
 async def run(
@@ -119,7 +121,7 @@ async def test_group_kill_right_after_start_leaves_nothing(
 async def test_resource_limits(sandbox: Sandbox, workspace: Path) -> None:
     code, out, _ = await run(sandbox, "ulimit -c; ulimit -f", workspace)
     # bash reports the file size limit in 1024-byte blocks.
-    assert (code, out) == (0, f"0\n{MAX_FILE_BYTES // 1024}\n")
+    assert (code, out) == (0, f"0\n{SandboxSettings().max_file_bytes // 1024}\n")
 
 
 async def test_write_outside_workspace(
@@ -195,12 +197,27 @@ async def test_credentials_masked(kind: str, make_sandbox, workspace: Path, outs
         assert "id_rsa" in out and "credentials" in out and "traces.db" in out and "hunter2" in out
 
 
-async def test_git_works_in_the_workspace(sandbox: Sandbox, repository: Path) -> None:
-    command = (
-        "echo a > f && git add f && git commit -qm first && git branch topic && echo b > f && "
-        "git diff --name-only && git branch --format='%(refname:short)'"
-    )
-    assert await run(sandbox, command, repository, env=GIT_ENV) == (0, "f\nmain\ntopic\n", "")
+async def test_git_reads_work_and_writes_fail(
+    kind: str, sandbox: Sandbox, repository: Path
+) -> None:
+    """Under bubblewrap .git is read-only (the user's git would run what a command writes
+    there): status, diff and log work, a commit fails with git's own error. The fallback
+    commits: it isolates nothing."""
+    env = {**os.environ, **GIT_ENV}
+    (repository / "f").write_text("a\n")
+    subprocess.run(["git", "add", "f"], cwd=repository, env=env, check=True)
+    subprocess.run(["git", "commit", "-qm", "first"], cwd=repository, env=env, check=True)
+    reads = "echo b > f && git status --short && git diff --name-only && git log --format=%s"
+    assert await run(sandbox, reads, repository, env=GIT_ENV) == (0, " M f\nf\nfirst\n", "")
+    code, _, err = await run(sandbox, "git commit -qam second && git branch topic", repository,
+                             env=GIT_ENV)
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=repository, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    if kind == "bubblewrap":
+        assert code == 128 and "index.lock': Read-only file system" in err
+        assert log == "first\n"
+    else:
+        assert code == 0 and log == "second\nfirst\n"
 
 
 async def test_git_hooks_and_config(kind: str, sandbox: Sandbox, repository: Path) -> None:
@@ -215,7 +232,7 @@ async def test_git_hooks_and_config(kind: str, sandbox: Sandbox, repository: Pat
     )
     if kind == "bubblewrap":
         assert code_hook == 1 and "Read-only file system" in err_hook and not hook.exists()
-        assert code_config == 4 and "could not write config file" in err_config
+        assert code_config == 255 and "could not lock config file" in err_config
         assert config.read_text() == before
     else:  # the fallback lets a command plant code for the host's git
         assert code_hook == 0 and hook.exists()
@@ -245,7 +262,8 @@ async def test_workspace_inside_masked_folder(bwrap: Path, outside: Path) -> Non
 
 
 def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
-    """/tmp's tmpfs, then the masks, then the workspace: later mounts cover earlier ones."""
+    """/tmp's tmpfs, the hidden homes and what is shown of them, the masks, the workspace,
+    the masks inside it, the git pins: later mounts cover earlier ones."""
     (outside / ".ssh").mkdir()
     (outside / ".netrc").write_text("")
     masked = [
@@ -258,15 +276,27 @@ def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
     (workspace / ".ssh").mkdir()
     sandbox = BubblewrapSandbox(workspace, bwrap, masked)
     ws = str(workspace)
-    assert sandbox.arguments("make test", cwd=workspace / "sub", network=False) == [
+    seen = view(workspace, masked)
+    hidden = [arg for path in seen.hidden for arg in ("--tmpfs", str(path))]
+    shown = [arg for source, shown_at in seen.shown
+             for arg in ("--ro-bind-try", str(source), str(shown_at))]
+    before = seen.before_workspace()
+    assert before[:len(hidden) + len(shown)] == hidden + shown
+    assert before[-5:] == ["--tmpfs", f"{outside}/.ssh", "--dev-bind", "/dev/null",
+                           f"{outside}/.netrc"]
+    pins = [workspace / ".git"]
+    assert sandbox.arguments("make test", cwd=workspace / "sub", network=False,
+                             git_pins=pins) == [
         str(bwrap),
         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        "--tmpfs", f"{outside}/.ssh", "--dev-bind", "/dev/null", f"{outside}/.netrc",
+        *before,
         "--bind", ws, ws,
+        "--tmpfs", f"{ws}/.ssh",
+        "--ro-bind-try", f"{ws}/.git", f"{ws}/.git",
         "--unshare-all",
         "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--chdir", f"{ws}/sub",
-        "--", shell(), "-c", "make test",
+        "--", *sandbox.limits.wrapper, shell(), "-c", "make test",
     ]  # fmt: skip
     assert "--share-net" in sandbox.arguments("x", cwd=workspace, network=True)
 
@@ -280,32 +310,33 @@ async def test_git_folder_cannot_be_swapped(bwrap: Path, repository: Path) -> No
     assert (repository / ".git" / "config").exists() and not (repository / "old").exists()
 
 
-def test_arguments_pin_git(bwrap: Path, workspace: Path, tmp_path: Path) -> None:
-    """.git onto itself and its hooks and config read-only, after the workspace; a .git file
-    (linked worktree) read-only; a symbolic link left alone."""
-
-    def mounts(root: Path) -> list[str]:
-        args = BubblewrapSandbox(root, bwrap, []).arguments("x", cwd=root, network=False)
-        return args[args.index("--bind") : args.index("--unshare-all")]
-
-    (workspace / ".git" / "hooks").mkdir(parents=True)
-    (workspace / ".git" / "config").write_text("")
-    ws, git = str(workspace), f"{workspace}/.git"
-    assert mounts(workspace) == [
-        "--bind", ws, ws,
-        "--bind", git, git,
-        "--ro-bind", f"{git}/hooks", f"{git}/hooks",
-        "--ro-bind", f"{git}/config", f"{git}/config",
-    ]  # fmt: skip
-    worktree = (tmp_path / "worktree").resolve()
-    worktree.mkdir()
-    (worktree / ".git").write_text("gitdir: /elsewhere/.git/worktrees/w\n")
-    wt = str(worktree)
-    assert mounts(worktree) == ["--bind", wt, wt, "--ro-bind", f"{wt}/.git", f"{wt}/.git"]
-    linked = (tmp_path / "linked").resolve()
-    linked.mkdir()
-    (linked / ".git").symlink_to(workspace / ".git")
-    assert mounts(linked) == ["--bind", str(linked), str(linked)]
+def test_git_pins(workspace: Path, tmp_path: Path) -> None:
+    """Every git directory whole (the root's, a nested one, one a `.git` file names inside
+    the workspace, a bare one), each `.git` file, and the configured hooks folder, made
+    empty when missing; a symlinked `.git` through its target, one pointing out of the
+    workspace not at all (nothing there is writable)."""
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "init", "-q"], cwd=workspace, env=env, check=True)
+    subprocess.run(["git", "config", "core.hooksPath", "tools/hooks"], cwd=workspace, env=env,
+                   check=True)
+    (workspace / "lib/.git").mkdir(parents=True)
+    (workspace / "store/objects").mkdir(parents=True)
+    (workspace / "store/refs").mkdir()
+    (workspace / "store/HEAD").write_text("ref: refs/heads/main\n")
+    (workspace / "wt").mkdir()
+    (workspace / "wt/.git").write_text("gitdir: ../store\n")
+    (workspace / "outer").mkdir()
+    (workspace / "outer/.git").write_text("gitdir: /elsewhere/.git/worktrees/w\n")
+    (workspace / "linked").mkdir()
+    (workspace / "linked/.git").symlink_to("../lib/.git")
+    (workspace / "away").mkdir()
+    (workspace / "away/.git").symlink_to(tmp_path)
+    guard = GitGuard(workspace, tmp_path / "quarantine")
+    pins = guard.prepare()
+    guard.started(None)
+    assert pins == [workspace / name for name in
+                    (".git", "lib/.git", "outer/.git", "store", "tools/hooks", "wt/.git")]
+    assert (workspace / "tools/hooks").is_dir() and not any((workspace / "tools").rglob("*.*"))
 
 
 def test_probe_works_here(bwrap: Path) -> None:

@@ -40,6 +40,6 @@ def for_terminal(text: str, *, newlines: bool = True) -> str:
 
 
 def json_for_terminal(document: str) -> str:
-    """A JSON document with the characters JSON leaves raw escaped as `\\uXXXX`; they can
+    """A JSON document with the characters JSON leaves raw escaped as `\\u` escapes; they can
     only occur inside strings, so the document means the same."""
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m[0]):04x}", document)

@@ -65,7 +65,8 @@ def count_lines(files: list[Path]) -> int:
     for path in files:
         try:
             with path.open("rb") as handle:
-                total += sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+                chunks = iter(lambda: handle.read(1 << 20), b"")
+                total += sum(chunk.count(b"\n") for chunk in chunks)
         except OSError:
             continue
     return total

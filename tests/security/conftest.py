@@ -1,7 +1,8 @@
-"""Fixtures shared with other test folders: the sandbox's (`support.sandbox_fixtures`) and
-the raw language-server client's (`support.raw_lsp`)."""
+"""Fixtures shared with other test folders: the sandbox's, a workspace with its harness, and
+the raw language-server client's (all in `support`)."""
 
+from support.harness_fixtures import harness, root
 from support.raw_lsp import home, project
 from support.sandbox_fixtures import bwrap, outside
 
-__all__ = ["bwrap", "home", "outside", "project"]
+__all__ = ["bwrap", "harness", "home", "outside", "project", "root"]

@@ -89,6 +89,15 @@ def kill(child: subprocess.Popen[str]) -> None:
     child.wait(10)
 
 
+def killed_mid_turn(home: Path, repo: Path, threads: int = 1) -> list[str]:
+    """Thread ids of `threads` turns whose process was killed while their commands ran."""
+    with running_turns(home, repo, threads) as (child, ids):
+        for thread_id in ids:
+            wait_for_output(home, thread_id)
+        kill(child)
+    return ids
+
+
 def wait_for_output(home: Path, thread_id: str) -> None:
     """Until the command's first output is stored (the second model call is recorded)."""
     store = TraceStore(home / "traces.db")
@@ -104,10 +113,7 @@ def wait_for_output(home: Path, thread_id: str) -> None:
 
 def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
-    with running_turns(home, repo) as (child, (thread_id,)):
-        wait_for_output(home, thread_id)
-        kill(child)
-
+    (thread_id,) = killed_mid_turn(home, repo)
     store = TraceStore(home / "traces.db")  # what `traces list/show` and servers do
     try:
         (turn,) = store.turns(thread_id)
@@ -141,10 +147,7 @@ def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path
 
 def test_every_open_turn_is_recovered(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
-    with running_turns(home, repo, threads=3) as (child, ids):
-        for thread_id in ids:
-            wait_for_output(home, thread_id)
-        kill(child)
+    ids = killed_mid_turn(home, repo, threads=3)
     store = TraceStore(home / "traces.db")
     try:
         assert len(store.recovered) == 3
@@ -178,9 +181,7 @@ async def test_a_live_processs_turn_is_left_alone(tmp_path: Path, repo: Path) ->
 
 def test_stores_opening_at_once_close_a_turn_once(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
-    with running_turns(home, repo) as (child, (thread_id,)):
-        wait_for_output(home, thread_id)
-        kill(child)
+    (thread_id,) = killed_mid_turn(home, repo)
     stores: list[TraceStore] = []
     failures: list[BaseException] = []
     start = threading.Barrier(6)
@@ -211,9 +212,7 @@ def test_stores_opening_at_once_close_a_turn_once(tmp_path: Path, repo: Path) ->
 def test_turns_recorded_without_an_owner_are_recovered(tmp_path: Path, repo: Path) -> None:
     """A database written before turns named their owner (or whose owner row is gone)."""
     home = tmp_path / "home"
-    with running_turns(home, repo) as (child, (thread_id,)):
-        wait_for_output(home, thread_id)
-        kill(child)
+    (thread_id,) = killed_mid_turn(home, repo)
     with sqlite3.connect(home / "traces.db") as db:
         db.execute("DELETE FROM turn_owners")
     store = TraceStore(home / "traces.db")

@@ -17,7 +17,6 @@ off here to test the server's defence, not the browser's.
 
 import json
 import re
-import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,18 +25,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.browser import CHROMIUM, REQUIRES_CHROMIUM, sync_api
 from support.live_server import live_server
 from support.scripted_engine import ScriptedEngine
 
-sync_api = pytest.importorskip(
-    "playwright.sync_api",
-    reason="the playwright package is not installed (pip install playwright)")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None,
-                       reason="no chromium on PATH (Debian: apt-get install chromium)"),
-]
+pytestmark = REQUIRES_CHROMIUM
 
 NO_PNA = ("--disable-features=BlockInsecurePrivateNetworkRequests,LocalNetworkAccessChecks,"
           "PrivateNetworkAccessSendPreflights")

@@ -253,18 +253,6 @@ async def test_a_racing_symlink_never_leads_a_tool_outside(scene: Scene, name: s
 # --------------------------------------------------------------------------- static cases
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-async def harness(root: Path, tmp_path: Path):
-    tools = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data")
-    yield tools
-    await tools.close()
 
 
 @pytest.fixture

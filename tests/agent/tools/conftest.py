@@ -5,12 +5,12 @@ with pip's cache) and loaded once."""
 from pathlib import Path
 
 import pytest
+from support.harness_fixtures import harness, root
 
 from opencomposer.agent.tools.code_index.embedder import MiniLMEmbedder
-from opencomposer.agent.tools.harness import ToolHarness
-from opencomposer.agent.tools.workspace import Workspace
-from opencomposer.config import ToolSettings
 from opencomposer.serving.models import pull
+
+__all__ = ["harness", "root"]
 
 
 @pytest.fixture(scope="session")
@@ -24,17 +24,3 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def embedder(models_dir: Path) -> MiniLMEmbedder:
     return MiniLMEmbedder.load(models_dir / "all-minilm-l6-v2")
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-async def harness(root: Path, tmp_path: Path):
-    tools = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data")
-    yield tools
-    await tools.close()

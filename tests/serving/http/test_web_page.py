@@ -4,24 +4,16 @@ then reload and see the finished thread; answer approvals; see a file change's d
 where Chromium or Playwright is missing (CI installs Debian's `chromium` and the `playwright`
 package; no `playwright install`)."""
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from support.browser import CHROMIUM, REQUIRES_CHROMIUM, sync_api
 from support.live_server import live_server
 from support.scripted_engine import Reply, ScriptedEngine, call
 
-sync_api = pytest.importorskip(
-    "playwright.sync_api",
-    reason="the playwright package is not installed (pip install playwright)")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None,
-                       reason="no chromium on PATH (Debian: apt-get install chromium)"),
-]
+pytestmark = REQUIRES_CHROMIUM
 
 TOKEN = "a-long-enough-token-for-the-page"
 TIMEOUT_MS = 10_000

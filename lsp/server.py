@@ -9,6 +9,7 @@ approvals as message requests. Inline completion comes from the same engine.
 The handlers here translate; the agent's behaviour lives in `opencomposer.agent`.
 """
 
+import asyncio
 import logging
 import sys
 from collections.abc import Callable, Generator
@@ -36,7 +37,9 @@ from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError
 from opencomposer.agent.tools.workspace import Workspace as AgentWorkspace
 from opencomposer.config import LspSettings, Settings
+from opencomposer.logs import hand_below_errors_to
 from opencomposer.lsp.agent_link import APPROVAL_METHOD, EVENT_METHOD, AgentLink
+from opencomposer.lsp.client_log import ClientLogHandler
 from opencomposer.lsp.commands import EditorCommands
 from opencomposer.lsp.completion import InlineCompleter, completion_items, inline_items
 from opencomposer.lsp.documents import OpenDocuments
@@ -137,6 +140,9 @@ class OpenComposerServer(LanguageServer):
         self.lsp_settings: LspSettings = settings.lsp
         self.token = token
         self.ready = False
+        self.client_log: ClientLogHandler | None = None
+        """Over stdio, log lines below ERROR go to the editor (`lsp.client_log`), held until
+        it has initialized; over TCP they stay on the terminal the server was started in."""
         self.speaks_protocol = False
         """The client sent an `opencomposer/*` request or declared
         `capabilities.experimental.opencomposer`: it renders events and answers approvals."""
@@ -192,6 +198,12 @@ class OpenComposerServer(LanguageServer):
         self.completer = InlineCompleter(engine, self.lsp_settings.completion,
                                          self.runtime.store)
         self.ready = True
+        if self.client_log is not None:
+            self.client_log.connect(self, asyncio.get_running_loop())
+        client = params.client_info.name if params.client_info else "an unnamed client"
+        log.info("opencomposer %s serving %s: engine %s, workspace folders %s", __version__,
+                 client, self.settings.engine.backend,
+                 ", ".join(map(str, self.folders())) or "none")
 
     def apply_options(self, options: dict[str, Any]) -> None:
         """Editor-side settings: `completion`, `applyEdits`, `revealEdits`. Only these: the
@@ -225,6 +237,8 @@ class OpenComposerServer(LanguageServer):
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve one client over stdio until it exits or goes away; a stream that breaks LSP's
         framing ends the process with status 1 (`lsp.transport`)."""
+        self.client_log = ClientLogHandler()
+        hand_below_errors_to(self.client_log)
         serve_stdio(self, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
 
     def start_tcp(self, host: str, port: int) -> None:

@@ -118,6 +118,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+def hand_below_errors_to(handler: logging.Handler) -> None:
+    """From now on, records below ERROR go to `handler` (an editor's own log, which shows
+    each at its level) instead of stderr, which keeps the errors: an LSP client shows
+    everything a server writes to stderr as an error. The handler gets the same redaction."""
+    logger = logging.getLogger(LOGGER_NAME)
+    for stderr in [h for h in logger.handlers if isinstance(h, StderrHandler)]:
+        stderr.setLevel(logging.ERROR)
+        for existing in stderr.filters:
+            handler.addFilter(existing)
+    handler.addFilter(lambda record: record.levelno < logging.ERROR)
+    logger.addHandler(handler)
+
+
 def configure_logging(level: str, log_dir: Path | None, redactor: Redactor) -> Path | None:
     """Install the stderr and file handlers on the `opencomposer` logger (idempotent).
 

@@ -27,8 +27,16 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err
 
+# What LSP clients pass to say how they will talk (vscode-languageclient appends one per
+# `TransportKind`): stdio is what this server speaks; the others are refused plainly instead
+# of as an unknown option, so the client's log says what to change.
+_OTHER_TRANSPORTS = {"node_ipc": "--node-ipc", "socket": "--socket", "pipe": "--pipe"}
+
 
 def lsp(
+    stdio: Annotated[bool, typer.Option(
+        "--stdio", help="Speak LSP over stdin and stdout: the default, and what editors pass "
+                        "when they launch a server.")] = False,
     tcp: Annotated[int | None, typer.Option(
         "--tcp", metavar="PORT", help="Listen on 127.0.0.1:PORT instead of stdio.")] = None,
     check: Annotated[bool, typer.Option(
@@ -37,8 +45,21 @@ def lsp(
     approval: Approval = None,
     workspace: Workspace = None,
     config: ConfigOverrides = None,
+    node_ipc: Annotated[bool, typer.Option("--node-ipc", hidden=True)] = False,
+    socket: Annotated[str | None, typer.Option("--socket", hidden=True)] = None,
+    pipe: Annotated[str | None, typer.Option("--pipe", hidden=True)] = None,
 ) -> None:
     """Serve the Language Server Protocol: the agent, inline completion and code actions."""
+    asked = {"node_ipc": node_ipc, "socket": socket, "pipe": pipe}
+    other = next((_OTHER_TRANSPORTS[name] for name, value in asked.items() if value), None)
+    if other is not None:
+        err.print(f"opencomposer lsp speaks LSP over stdio (--stdio, the default) or TCP "
+                  f"(--tcp PORT), not {other}: configure the client's transport as stdio.",
+                  markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+    if stdio and tcp is not None:
+        err.print("--stdio and --tcp are two transports: pass one of them.")
+        raise typer.Exit(2)
     # Imported here: pygls is only needed by this command.
     from opencomposer.lsp.server import OpenComposerServer, advertised_capabilities
     from opencomposer.serving.engines import make_engine

@@ -59,6 +59,8 @@ class Compose:
 
     text: str = ""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    delay: float = 0.0
+    """Seconds between events, so that a client can be seen rendering a partial reply."""
 
     def events(self) -> list[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
@@ -85,7 +87,27 @@ class Compose:
         return [*events, DONE]
 
 
-Scenario = Replay | Status | Endless | Compose
+@dataclass
+class Fill:
+    """Stream a text completion (`/v1/completions`, as inline completion asks), in pieces."""
+
+    text: str
+
+    def events(self) -> list[bytes]:
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            body = {"id": "cmpl-f", "object": "text_completion", "model": "fake-model",
+                    "choices": choices, **extra}
+            return f"data: {json.dumps(body)}\n\n".encode()
+
+        def piece(text: str, finish: str | None = None) -> bytes:
+            return chunk([{"index": 0, "text": text, "finish_reason": finish}])
+
+        usage = {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
+        return [*(piece(self.text[i:i + 4]) for i in range(0, len(self.text), 4)),
+                piece("", "stop"), chunk([], usage=usage), DONE]
+
+
+Scenario = Replay | Status | Endless | Compose | Fill
 
 
 @dataclass
@@ -96,6 +118,9 @@ class FakeOpenAI:
     )
     scenarios: deque[Scenario] = field(default_factory=deque)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    fill: Fill | None = None
+    """When set, every text completion gets it (the queue is for chat); else they queue too."""
+
     disconnects: int = 0
     port: int = 0
     _server: asyncio.Server | None = None
@@ -148,7 +173,9 @@ class FakeOpenAI:
         if method == "POST" and target.endswith("/completions"):  # chat and text
             self.requests.append({"headers": headers, "body": json.loads(body),
                                   "path": target})
-            scenario = self.scenarios.popleft() if self.scenarios else None
+            text_completion = not target.endswith("/chat/completions")
+            scenario = (self.fill if text_completion and self.fill is not None
+                        else self.scenarios.popleft() if self.scenarios else None)
             if scenario is None:
                 await self._json(writer, 500, {"error": {"message": "no scenario queued"}})
                 return True
@@ -169,7 +196,7 @@ class FakeOpenAI:
 
     async def _stream(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-        scenario: Replay | Endless | Compose,
+        scenario: Replay | Endless | Compose | Fill,
     ) -> bool:
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -180,9 +207,11 @@ class FakeOpenAI:
             if isinstance(scenario, Endless):
                 await self._endless(writer, scenario, hangup)
                 return False
-            if isinstance(scenario, Compose):
+            if isinstance(scenario, Compose | Fill):
                 for event in scenario.events():
                     await self._chunk(writer, event)
+                    if isinstance(scenario, Compose) and scenario.delay:
+                        await asyncio.sleep(scenario.delay)
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
                 return True

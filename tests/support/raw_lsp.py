@@ -47,12 +47,16 @@ def project(tmp_path: Path) -> Path:
 
 class RawClient:
     """JSON-RPC with Content-Length framing: read from `incoming` (a pipe or a socket) in a
-    thread, so that every wait is bounded and the client can stop reading at any point."""
+    thread, so that every wait is bounded and the client can stop reading at any point.
+
+    The server's `window/logMessage` notifications are its log, not protocol traffic: they
+    are kept apart in `logged` (their params, in order) so that tests of replies see replies."""
 
     def __init__(self, incoming: BinaryIO | socket.socket, outgoing: BinaryIO) -> None:
         self._incoming = incoming
         self._outgoing = outgoing
         self._messages: Queue[dict[str, Any] | None] = Queue()
+        self.logged: Queue[dict[str, Any]] = Queue()
         self._stop = threading.Event()
         self._ids = iter(range(1, 1_000_000))
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -78,7 +82,11 @@ class RawClient:
                 length = int(fields[b"Content-Length"])
                 if len(rest) < length:
                     break
-                self._messages.put(json.loads(rest[:length]))
+                message = json.loads(rest[:length])
+                if message.get("method") == "window/logMessage":
+                    self.logged.put(message["params"])
+                else:
+                    self._messages.put(message)
                 buffer = rest[length:]
 
     def send_raw(self, data: bytes) -> None:

@@ -9,6 +9,7 @@
 
 import * as net from 'node:net';
 import * as path from 'node:path';
+import * as readline from 'node:readline';
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification, ExecuteCommandRequest, LanguageClient, TransportKind,
@@ -20,6 +21,7 @@ import { askInNotification } from './approvalPrompt';
 import { ChatView, VIEW_ID } from './chatView';
 import { BEFORE_SCHEME, BeforeContent } from './fileActions';
 import { PROTOCOL_VERSION, type UserInput } from './protocol';
+import { ServerWatch } from './serverWatch';
 import {
   cliCommand, initializationOptions, readSettings, RESTART_KEYS, serverArgs, type Settings,
 } from './settings';
@@ -30,6 +32,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const log = vscode.window.createOutputChannel('opencomposer', { log: true });
   const before = new BeforeContent();
   let agent: AgentClient | undefined;
+  const watch = new ServerWatch(() => log.show());
   const chat = new ChatView(context.extensionUri, () => agent, before, () => folderOf(vscode.window.activeTextEditor));
   const listener: AgentListener = {
     threadChanged: (threadId, applied) => chat.threadChanged(threadId, applied),
@@ -46,7 +49,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   async function start(): Promise<void> {
     const settings = currentSettings();
     try {
-      client = createClient(settings, log);
+      client = createClient(settings, log, watch);
       agent = new AgentClient(client, listener, (message) => log.info(message));
       await client.start();
     } catch (error) {
@@ -64,6 +67,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const old = client;
     client = agent = undefined;
     await old?.dispose().catch(() => undefined);
+    watch.reset();
     await start();
     chat.show(chat.currentThread); // reloaded from the new server
   }
@@ -162,14 +166,21 @@ function currentSettings(): Settings {
   return readSettings((key) => configuration.get(key));
 }
 
-function createClient(settings: Settings, log: vscode.LogOutputChannel): LanguageClient {
+function createClient(settings: Settings, log: vscode.LogOutputChannel, watch: ServerWatch): LanguageClient {
   const tcp = settings.tcp;
+  // LSP over the server's stdin and stdout: the client appends `--stdio`, which
+  // `opencomposer lsp` takes (it is its default transport).
   const serverOptions: ServerOptions = tcp
     ? () => connect(tcp.host, tcp.port)
     : { command: settings.command, args: serverArgs(settings), transport: TransportKind.stdio };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file' }],
     outputChannel: log,
+    errorHandler: watch,
+    stdioOptions: {
+      stdout: (input, channel) => readline.createInterface({ input, terminal: false }).on('line', (line) => channel.info(line)),
+      stderr: (input, channel) => watch.stderr(input, channel),
+    },
     initializationOptions: initializationOptions(settings),
     middleware: {
       // Skips the round trip; the server also knows the setting (initialization options).

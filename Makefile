@@ -30,8 +30,10 @@ serve: system-packages $(VENV)/.installed
 
 # The .vsix and the VS Code to run it in first, then the Python suite (the Neovim plugin's tests
 # in a real Neovim, the .vsix's in code-server among them), then the extension's Node tests.
+# Two pytest workers, each taking whole modules (a module's fixtures, such as code-server,
+# start once).
 test: system-packages test-system-packages $(VENV)/.installed-test vscode code-server
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadscope
 	$(MAKE) vscode-test
 
 # The VS Code extension: compiled, unit-tested with `vscode` stubbed (and end to end against the

@@ -9,6 +9,7 @@
 # - @vscode/ripgrep's postinstall downloads rg from GitHub unless its cache holds the archive:
 #   it is filled with the rg that the Python package installs (any rg will do for VS Code);
 # - a global install (-g --prefix) breaks code-server's own postinstall, hence a local one.
+# A failed install fails CI; elsewhere it is reported and the workbench tests skip.
 set -euo pipefail
 
 VERSION=4.100.3
@@ -31,15 +32,16 @@ tar -C "$scratch/rg" -czf "$scratch/$RIPGREP_CACHE/$RIPGREP_ARCHIVE" rg
 
 echo "installing code-server $VERSION under $dir (once; a few minutes)"
 echo '{"private": true}' > "$dir/package.json"
-(
-  cd "$dir"
-  TMPDIR=$scratch npm_config_nodedir=/usr npm_config_yes=true npm_config_unsafe_perm=true \
+cd "$dir"
+if ! TMPDIR=$scratch npm_config_nodedir=/usr npm_config_yes=true npm_config_unsafe_perm=true \
     npm install --no-audit --no-fund --foreground-scripts --loglevel=error \
-    "code-server@$VERSION" > "$scratch/install.log" 2>&1 || {
-      tail -40 "$scratch/install.log" >&2
-      echo "code-server $VERSION failed to install (log above)" >&2
-      exit 1
-    }
-)
-"$dir/node_modules/.bin/code-server" --version > /dev/null
-touch "$stamp"
+    "code-server@$VERSION" > "$scratch/install.log" 2>&1; then
+  tail -40 "$scratch/install.log" >&2
+  echo "code-server $VERSION failed to install (log above)" >&2
+  [ "${CI:-}" = true ] && exit 1
+  echo "  (continuing: the tests in a real VS Code will skip)" >&2
+  rm -rf node_modules
+  exit 0
+fi
+node_modules/.bin/code-server --version > /dev/null
+touch ".installed-$VERSION"

@@ -56,11 +56,7 @@ code-server: test-system-packages $(VENV)/.installed-test
 system-packages:
 	@scripts/ensure-system-packages.sh $(SYSTEM_PACKAGES)
 
-test-# A no-op once installed (a few minutes the first time).
-code-server: test-system-packages $(VENV)/.installed-test
-	@scripts/ensure-code-server.sh $(CODE_SERVER) $(BIN)/rg
-
-system-packages:
+test-system-packages:
 	@scripts/ensure-system-packages.sh $(TEST_SYSTEM_PACKAGES)
 
 # Regenerate the protocol's JSON Schema checked in for the editor clients.

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from playwright.sync_api import FrameLocator, Locator, Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 T = TypeVar("T")
 WAIT_S = 30
@@ -44,27 +45,45 @@ class Workbench:
     # ------------------------------------------------------------------ commands
 
     def run_command(self, title: str) -> None:
-        """Run a command by its title from the command palette, as a user would."""
-        self.page.keyboard.press("F1")
+        """Run a command by its title from the command palette, as a user would. The palette
+        lists the commands registered when it opens, so while extensions are still starting
+        it is closed and opened again until the command is there."""
         box = self.page.locator(".quick-input-widget input")
-        box.wait_for(state="visible")
-        box.fill(f">{title}")
         row = self.page.locator(".quick-input-list .monaco-list-row", has_text=title).first
-        row.wait_for(state="visible")
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            self.page.keyboard.press("F1")
+            box.wait_for(state="visible")
+            box.fill(f">{title}")
+            try:
+                row.wait_for(state="visible", timeout=3000)
+                break
+            except PlaywrightTimeout:
+                self.page.keyboard.press("Escape")
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"no command {title!r} in the palette") from None
         self.page.keyboard.press("Enter")
-        self.page.locator(".quick-input-widget").wait_for(state="hidden")
+        # Closed, or reused at once by an input box the command opened.
+        until("the palette to close", lambda: not box.is_visible()
+              or not box.input_value().startswith(">"))
 
-    def answer_input(self, text: str) -> None:
-        """Type into the input box a command opened (`showInputBox`) and confirm."""
-        box = self.page.locator(".quick-input-widget input")
-        box.wait_for(state="visible")
+    def answer_input(self, prompt: str, text: str) -> None:
+        """Type into the input box a command opened (`showInputBox` with `prompt`), confirm."""
+        widget = self.page.locator(".quick-input-widget", has_text=prompt)
+        widget.wait_for(state="visible")
+        box = widget.locator("input")
         box.fill(text)
+        until("the input to take the text", lambda: box.input_value() == text)
         self.page.keyboard.press("Enter")
 
     # ------------------------------------------------------------------ the chat view
 
     def show_chat(self) -> FrameLocator:
-        self.run_command("opencomposer: Focus on Chat View")
+        # Its activity bar icon (a click on it while it is shown would hide the side bar).
+        icon = self.page.locator('.activitybar .action-item:has([aria-label="opencomposer"])')
+        if "checked" not in (icon.get_attribute("class") or ""):
+            icon.click()
+            self.page.mouse.move(700, 450)  # its hover would cover the side bar
         chat = self.chat
         chat.locator("#input").wait_for(state="visible", timeout=WAIT_S * 1000)
         return chat

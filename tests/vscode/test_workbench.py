@@ -28,7 +28,7 @@ def test_ask_streams_the_reply_into_the_chat(workbench: Workbench, upstream: Fak
     reply = "Twice doubles its argument: twice(3) is 6, and it works on strings too."
     upstream.enqueue(Compose(text=reply, delay=0.05))
     workbench.run_command("opencomposer: Ask")
-    workbench.answer_input("What does twice do?")
+    workbench.answer_input("Ask opencomposer", "What does twice do?")
     seen = []
     until("the whole reply", lambda: seen.append(workbench.chat_text()) or reply in seen[-1])
     partial = [text for text in seen if "Twice doubles" in text and reply not in text]
@@ -170,5 +170,5 @@ def test_a_crashed_server_is_restarted_with_a_message(
     until("a new server", lambda: [p for p in code_server.servers(project) if p != first])
     upstream.enqueue(Compose(text="Back again."))
     workbench.run_command("opencomposer: Ask")
-    workbench.answer_input("Are you there?")
+    workbench.answer_input("Ask opencomposer", "Are you there?")
     workbench.until_chat_shows("Back again")

@@ -2,6 +2,7 @@
 (figures are not asserted: the machines are shared and noisy)."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -49,8 +50,13 @@ def test_bench_agent_reports_every_figure():
     assert names == ["model step: whole turn", "model step: runtime alone",
                      "tool call: through the runtime", "trace store: append",
                      "trace store: size / 1,000 items", "prompt rebuild: 50 items"]
+    # "runtime alone" and "tool call" are differences of two timings: on a busy machine
+    # noise can make them negative, so only the direct measurements must be positive.
+    differences = {"model step: runtime alone", "tool call: through the runtime"}
     for row in report["rows"]:
-        assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0
+        assert all(math.isfinite(row[key]) for key in ("ours", "baseline", "ratio"))
+        if row["name"] not in differences:
+            assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0
 
 
 def test_bench_http_reports_every_figure():

@@ -16,7 +16,7 @@ from support.scripted_engine import Reply, ScriptedEngine, call
 pytestmark = REQUIRES_CHROMIUM
 
 TOKEN = "a-long-enough-token-for-the-page"
-TIMEOUT_MS = 10_000
+TIMEOUT_MS = 30_000
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def open_page(browser: "sync_api.Browser", url: str) -> tuple["sync_api.Page", l
     """A page that records its script errors."""
     page = browser.new_page()
     page.set_default_timeout(TIMEOUT_MS)
+    sync_api.expect.set_options(timeout=TIMEOUT_MS)  # its own default is 5 s
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)

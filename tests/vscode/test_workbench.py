@@ -168,6 +168,9 @@ def test_a_crashed_server_is_restarted_with_a_message(
     os.kill(first, signal.SIGKILL)
     workbench.until_notified("language server stopped unexpectedly.*Restarting it")
     until("a new server", lambda: [p for p in code_server.servers(project) if p != first])
+    # Asked before the new server has initialized, the question would be refused.
+    until("the new server to initialize",
+          lambda: code_server.output_channel().count(f"workspace folders {project}") == 2)
     upstream.enqueue(Compose(text="Back again."))
     workbench.run_command("opencomposer: Ask")
     workbench.answer_input("Ask opencomposer", "Are you there?")

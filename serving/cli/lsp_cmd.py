@@ -27,11 +27,6 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err
 
-# What LSP clients pass to say how they will talk (vscode-languageclient appends one per
-# `TransportKind`): stdio is what this server speaks; the others are refused plainly instead
-# of as an unknown option, so the client's log says what to change.
-_OTHER_TRANSPORTS = {"node_ipc": "--node-ipc", "socket": "--socket", "pipe": "--pipe"}
-
 
 def lsp(
     stdio: Annotated[bool, typer.Option(
@@ -50,8 +45,11 @@ def lsp(
     pipe: Annotated[str | None, typer.Option("--pipe", hidden=True)] = None,
 ) -> None:
     """Serve the Language Server Protocol: the agent, inline completion and code actions."""
-    asked = {"node_ipc": node_ipc, "socket": socket, "pipe": pipe}
-    other = next((_OTHER_TRANSPORTS[name] for name, value in asked.items() if value), None)
+    # What LSP clients pass to say how they will talk (vscode-languageclient appends one per
+    # `TransportKind`): the transports other than stdio are refused plainly instead of as an
+    # unknown option, so the client's log says what to change.
+    given = (("--node-ipc", node_ipc), ("--socket", socket), ("--pipe", pipe))
+    other = next((flag for flag, value in given if value), None)
     if other is not None:
         err.print(f"opencomposer lsp speaks LSP over stdio (--stdio, the default) or TCP "
                   f"(--tcp PORT), not {other}: configure the client's transport as stdio.",

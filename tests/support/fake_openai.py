@@ -157,7 +157,8 @@ class FakeOpenAI:
         finally:
             writer.close()
 
-    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _one_request(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> bool:
         line = await reader.readline()
         if not line:
             return False

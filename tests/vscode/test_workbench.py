@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.code_server import CodeServer
 from support.fake_openai import Compose, Endless, FakeOpenAI, Fill
-from support.workbench import Workbench, rendered, until
+from support.workbench import MOD, Workbench, rendered, until
 
 
 def test_the_extension_starts_its_server_and_logs_at_the_right_level(
@@ -53,7 +53,7 @@ def test_an_edit_to_an_open_file_goes_through_the_editor_and_undoes_there(
     assert workbench.is_dirty("util.py")
     assert (project / "util.py").read_text() == "def twice(x):\n    return x * 2\n"
     workbench.focus_editor()
-    workbench.page.keyboard.press("Control+Z")
+    workbench.page.keyboard.press(f"{MOD}+Z")
     until("the edit undone in the editor", lambda: "x * 2" in workbench.editor_text())
     assert "x + x" not in workbench.editor_text()
 
@@ -75,7 +75,7 @@ def test_an_edit_to_a_closed_file_is_written_shown_and_reverted(
     workbench.until_notified("Reverted util.py")
     until("the revert in the editor", lambda: "x * 2" in rendered(modified))
     modified.click()
-    workbench.page.keyboard.press("Control+S")
+    workbench.page.keyboard.press(f"{MOD}+S")
     until("the reverted file saved",
           lambda: (project / "util.py").read_text() == "def twice(x):\n    return x * 2\n")
 
@@ -119,7 +119,7 @@ def test_an_inline_completion_shows_as_ghost_text_and_tab_accepts_it(
     upstream.fill = Fill(" * 3")
     workbench.open_file("util.py")
     page = workbench.page
-    page.keyboard.press("Control+End")
+    page.keyboard.press(f"{MOD}+End")
     page.keyboard.type("\ndef thrice(x):\n")
     # As a person types: VS Code asks for inline completions once the typing pauses.
     page.keyboard.type("return x", delay=120)

@@ -177,6 +177,8 @@ function createClient(settings: Settings, log: vscode.LogOutputChannel, watch: S
     documentSelector: [{ scheme: 'file' }],
     outputChannel: log,
     errorHandler: watch,
+    // Both handlers are required; stdout carries the protocol over stdio, so only another
+    // transport would hand it to the first.
     stdioOptions: {
       stdout: (input, channel) => readline.createInterface({ input, terminal: false }).on('line', (line) => channel.info(line)),
       stderr: (input, channel) => watch.stderr(input, channel),

@@ -119,6 +119,9 @@ async function openThread(threadId) {
   state.lastSeq = 0;
   $("turns").replaceChildren();
   $("composer").hidden = false;
+  // No turn starts before the thread's log is shown: loading it clears the view, and would
+  // take a turn begun meanwhile off the page.
+  $("send").disabled = true;
   try {
     const { thread, turns } = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
     $("thread-header").replaceChildren(
@@ -135,6 +138,7 @@ async function openThread(threadId) {
   } catch (error) {
     setStatus(`Cannot open thread: ${error.message}`, true);
   }
+  $("send").disabled = Boolean(state.running);
   loadThreads();
 }
 
@@ -437,7 +441,8 @@ $("new-thread").addEventListener("submit", async (event) => {
 $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const text = $("request").value.trim();
-  if (text && state.threadId && !state.running) startTurn(text);
+  // Ctrl+Enter submits even while the button is disabled (a thread loading).
+  if (text && state.threadId && !state.running && !$("send").disabled) startTurn(text);
 });
 
 $("request").addEventListener("keydown", (event) => {

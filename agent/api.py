@@ -53,7 +53,8 @@ class AgentAPI:
         self.runtime = runtime
         self.roots = roots
         self._handlers: dict[str, Callable[[Any], Awaitable[BaseModel]]] = {
-            name: getattr(self, name.replace("/", "_")) for name in self.METHODS}
+            name: getattr(self, name.replace("/", "_")) for name in self.METHODS
+        }
 
     async def dispatch(self, method: str, params: Any) -> dict[str, Any]:
         """Run a method on JSON params; its JSON result. Invalid params are a SessionError of
@@ -64,10 +65,12 @@ class AgentAPI:
         try:
             typed = METHODS_BY_NAME[method].params.model_validate(params or {})
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}"
-                                 for e in exc.errors()[:5])
-            raise SessionError(f"invalid params for {method}: {problems}",
-                               kind="invalid_request") from None
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5]
+            )
+            raise SessionError(
+                f"invalid params for {method}: {problems}", kind="invalid_request"
+            ) from None
         result = await handler(typed)
         return result.model_dump(mode="json")
 
@@ -78,9 +81,12 @@ class AgentAPI:
 
     async def thread_start(self, params: ThreadStartParams) -> ThreadStartResponse:
         workspace = allowed_workspace(params.workspace, self.roots())
-        session = await self.runtime.start_thread(workspace, title=params.title,
-                                                  model=params.model,
-                                                  approval_policy=params.approval_policy)
+        session = await self.runtime.start_thread(
+            workspace,
+            title=params.title,
+            model=params.model,
+            approval_policy=params.approval_policy,
+        )
         return ThreadStartResponse(thread=session.thread)
 
     async def thread_list(self, params: ThreadListParams) -> ThreadListResponse:
@@ -91,8 +97,9 @@ class AgentAPI:
 
     async def thread_read(self, params: ThreadReadParams) -> ThreadReadResponse:
         thread, turns = self.runtime.read_thread(params.thread_id)
-        return ThreadReadResponse(thread=thread, turns=turns,
-                                  last_seq=self.runtime.store.last_seq(params.thread_id))
+        return ThreadReadResponse(
+            thread=thread, turns=turns, last_seq=self.runtime.store.last_seq(params.thread_id)
+        )
 
     async def thread_subscribe(self, params: ThreadSubscribeParams) -> ThreadSubscribeResponse:
         """Checks the thread and says where its log is; the transport does the following."""
@@ -102,21 +109,27 @@ class AgentAPI:
     async def thread_undo(self, params: ThreadUndoParams) -> ThreadUndoResponse:
         session = await self.session(params.thread_id)
         if session.running is not None:
-            raise SessionError(f"turn {session.running.id} is running; interrupt it before "
-                               "undoing", kind="conflict")
+            raise SessionError(
+                f"turn {session.running.id} is running; interrupt it before undoing",
+                kind="conflict",
+            )
         try:
             outcome = await session.undo(params.scope, params.turn_id)
         except ToolError as exc:
             raise SessionError(exc.message, kind="conflict") from None
-        return ThreadUndoResponse(restored=outcome.restored, conflicts=outcome.conflicts,
-                                  unrestorable=outcome.unrestorable)
+        return ThreadUndoResponse(
+            restored=outcome.restored,
+            conflicts=outcome.conflicts,
+            unrestorable=outcome.unrestorable,
+        )
 
     async def thread_events(self, params: ThreadEventsParams) -> ThreadEventsResponse:
         if self.runtime.store.thread(params.thread_id) is None:
             raise SessionError(f"no thread {params.thread_id}", kind="not_found")
         events = self.runtime.store.events(params.thread_id, params.after_seq, params.limit + 1)
-        return ThreadEventsResponse(events=events[:params.limit],
-                                    has_more=len(events) > params.limit)
+        return ThreadEventsResponse(
+            events=events[: params.limit], has_more=len(events) > params.limit
+        )
 
     # ------------------------------------------------------------------ turns
 
@@ -135,4 +148,5 @@ class AgentAPI:
     async def approval_respond(self, params: ApprovalRespondParams) -> ApprovalRespondResponse:
         session = await self.session(params.thread_id)
         return ApprovalRespondResponse(
-            item=session.respond_approval(params.item_id, params.decision, params.message))
+            item=session.respond_approval(params.item_id, params.decision, params.message)
+        )

@@ -34,14 +34,19 @@ def tightened(base: ApprovalPolicy, requested: ApprovalPolicy | None) -> Approva
     if requested is None:
         return base
 
-    def rules(ours: dict[str, ApprovalMode], theirs: dict[str, ApprovalMode]
-              ) -> dict[str, ApprovalMode]:
-        return {key: _stricter(*(m[key] for m in (ours, theirs) if key in m))
-                for key in {**ours, **theirs}}
+    def rules(
+        ours: dict[str, ApprovalMode], theirs: dict[str, ApprovalMode]
+    ) -> dict[str, ApprovalMode]:
+        return {
+            key: _stricter(*(m[key] for m in (ours, theirs) if key in m))
+            for key in {**ours, **theirs}
+        }
 
     return ApprovalPolicy(
-        **{c.value: _stricter(getattr(base, c.value), getattr(requested, c.value))
-           for c in _CLASSES},
+        **{
+            c.value: _stricter(getattr(base, c.value), getattr(requested, c.value))
+            for c in _CLASSES
+        },
         tools=rules(base.tools, requested.tools),
         commands=rules(base.commands, requested.commands),
     )
@@ -82,8 +87,10 @@ def _policy_verdict(policy: ApprovalPolicy, call: PreparedCall) -> Verdict:
     name, action_class = call.tool.name, call.action_class
     if name in policy.tools:
         return Verdict(policy.tools[name], f"the rule for tool {name}")
-    class_verdict = Verdict(ApprovalMode(getattr(policy, action_class.value)),
-                            f"the rule for {action_class.value.replace('_', ' ')} calls")
+    class_verdict = Verdict(
+        ApprovalMode(getattr(policy, action_class.value)),
+        f"the rule for {action_class.value.replace('_', ' ')} calls",
+    )
     if not call.commands or not policy.commands:
         return class_verdict
     matched = _command_rules(policy, call.commands)
@@ -106,12 +113,22 @@ def _command_rules(policy: ApprovalPolicy, argvs: list[list[str]]) -> list[str |
     whose argv is the tail of the wrapper's)."""
     rules: list[str | None] = []
     for index, argv in enumerate(argvs):
-        matching = [rule for rule in policy.commands
-                    if rule.split() and argv[:len(rule.split())] == rule.split()]
+        matching = [
+            rule
+            for rule in policy.commands
+            if rule.split() and argv[: len(rule.split())] == rule.split()
+        ]
         rule = max(matching, key=lambda r: len(r.split()), default=None)
         if rule is None:
-            rule = next((rules[outer] for outer in range(index - 1, -1, -1)
-                         if rules[outer] and len(argvs[outer]) > len(argv)
-                         and argvs[outer][-len(argv):] == argv), None)
+            rule = next(
+                (
+                    rules[outer]
+                    for outer in range(index - 1, -1, -1)
+                    if rules[outer]
+                    and len(argvs[outer]) > len(argv)
+                    and argvs[outer][-len(argv) :] == argv
+                ),
+                None,
+            )
         rules.append(rule)
     return rules

@@ -80,11 +80,36 @@ STEP_GOAL_MS = 5.0
 CONTEXT_WINDOW = 1_000_000
 THREAD_ID = "thr_bench"
 TURN_ID = "turn_bench"
-_WORDS = ("the", "value", "config", "returns", "parse", "request", "handler", "None", "self",
-          "path", "cache", "token", "error", "retry", "list", "dict", "await", "async", "test",
-          "index", "file", "line", "update", "result", "engine", "thread", "item", "step")
-
-
+_WORDS = (
+    "the",
+    "value",
+    "config",
+    "returns",
+    "parse",
+    "request",
+    "handler",
+    "None",
+    "self",
+    "path",
+    "cache",
+    "token",
+    "error",
+    "retry",
+    "list",
+    "dict",
+    "await",
+    "async",
+    "test",
+    "index",
+    "file",
+    "line",
+    "update",
+    "result",
+    "engine",
+    "thread",
+    "item",
+    "step",
+)
 
 
 @dataclass
@@ -153,11 +178,15 @@ class StepClock(ReplayEngine):
 
 
 def todo_arguments(step: int, call: int) -> str:
-    return json.dumps({"todos": [
-        {"content": f"Check part {call} of step {step}", "status": "in_progress"},
-        {"content": "Run the tests", "status": "pending"},
-        {"content": "Read the failing module", "status": "completed"},
-    ]})
+    return json.dumps(
+        {
+            "todos": [
+                {"content": f"Check part {call} of step {step}", "status": "in_progress"},
+                {"content": "Run the tests", "status": "pending"},
+                {"content": "Read the failing module", "status": "completed"},
+            ]
+        }
+    )
 
 
 def scripted_turn(steps: int, calls_per_step: int = 1) -> list[GenerationResult]:
@@ -165,21 +194,31 @@ def scripted_turn(steps: int, calls_per_step: int = 1) -> list[GenerationResult]
     results = [
         GenerationResult(
             text=f"Step {step}: updating the plan before the next check.",
-            tool_calls=[ToolCall(id=f"call_{step}_{n}", name="todo_write",
-                                 arguments=todo_arguments(step, n))
-                        for n in range(calls_per_step)],
-            finish_reason="tool_calls", usage=Usage(2000 + 60 * step, 40))
+            tool_calls=[
+                ToolCall(
+                    id=f"call_{step}_{n}", name="todo_write", arguments=todo_arguments(step, n)
+                )
+                for n in range(calls_per_step)
+            ],
+            finish_reason="tool_calls",
+            usage=Usage(2000 + 60 * step, 40),
+        )
         for step in range(1, steps + 1)
     ]
-    results.append(GenerationResult(text="Done: every part is checked.",
-                                    usage=Usage(2000 + 60 * (steps + 1), 10)))
+    results.append(
+        GenerationResult(
+            text="Done: every part is checked.", usage=Usage(2000 + 60 * (steps + 1), 10)
+        )
+    )
     return results
 
 
 def bench_settings(root: Path, steps: int) -> Settings:
-    return Settings(home=root / "home", models_dir=root / "models",
-                    agent={"max_steps": steps + 1, "context_window": CONTEXT_WINDOW,
-                           "max_wall_time": None})
+    return Settings(
+        home=root / "home",
+        models_dir=root / "models",
+        agent={"max_steps": steps + 1, "context_window": CONTEXT_WINDOW, "max_wall_time": None},
+    )
 
 
 async def time_turn(root: Path, steps: int, calls_per_step: int = 1) -> TurnTiming:
@@ -199,18 +238,29 @@ async def time_turn(root: Path, steps: int, calls_per_step: int = 1) -> TurnTimi
     finally:
         await runtime.close()
     if turn.stop_reason != StopReason.answered or turn.usage.model_calls != steps + 1:
-        raise RuntimeError(f"the benchmark turn ended early: {turn.stop_reason} "
-                           f"after {turn.usage.model_calls} model calls ({turn.error})")
+        raise RuntimeError(
+            f"the benchmark turn ended early: {turn.stop_reason} "
+            f"after {turn.usage.model_calls} model calls ({turn.error})"
+        )
     marks = [started, *engine.requested[1:], ended]
-    return TurnTiming(ended - started, tool.seconds, steps + 1, steps * calls_per_step,
-                      [b - a for a, b in pairwise(marks)])
+    return TurnTiming(
+        ended - started,
+        tool.seconds,
+        steps + 1,
+        steps * calls_per_step,
+        [b - a for a, b in pairwise(marks)],
+    )
 
 
 async def time_bare_replay(results: list[GenerationResult]) -> float:
     """Seconds per generation to stream `results` with no runtime around the engine."""
     engine = ReplayEngine(results, context_window=CONTEXT_WINDOW)
-    request = GenerationRequest(messages=[ChatMessage(role="system", content="bench"),
-                                          ChatMessage(role="user", content="go")])
+    request = GenerationRequest(
+        messages=[
+            ChatMessage(role="system", content="bench"),
+            ChatMessage(role="user", content="go"),
+        ]
+    )
 
     async def consume() -> None:
         for _ in results:
@@ -261,16 +311,31 @@ async def bench_steps(root: Path, steps: int, repeat: int) -> tuple[list[Row], d
     floor, overhead = median_of(floors), median_of(alone)
     goal = "within" if overhead * 1000 < STEP_GOAL_MS else "OVER"
     rows = [
-        Row("model step: whole turn", "bare replay", floor, median_of(whole), "s",
-            f"{steps + 1} steps, a todo_write call in each but the last"),
-        Row("model step: runtime alone", "bare replay", floor, overhead, "s",
+        Row(
+            "model step: whole turn",
+            "bare replay",
+            floor,
+            median_of(whole),
+            "s",
+            f"{steps + 1} steps, a todo_write call in each but the last",
+        ),
+        Row(
+            "model step: runtime alone",
+            "bare replay",
+            floor,
+            overhead,
+            "s",
             f"tools' own {median_of(tool_ms):.3f} ms/call taken out; {goal} the "
             f"{STEP_GOAL_MS:g} ms goal; first steps {median_of(first) * 1000:.2f} ms, "
-            f"last {median_of(last) * 1000:.2f} ms"),
+            f"last {median_of(last) * 1000:.2f} ms",
+        ),
     ]
-    return rows, {"steps": steps, "tool_run_ms": median_of(tool_ms),
-                  "first_steps_ms": median_of(first) * 1000,
-                  "last_steps_ms": median_of(last) * 1000}
+    return rows, {
+        "steps": steps,
+        "tool_run_ms": median_of(tool_ms),
+        "first_steps_ms": median_of(first) * 1000,
+        "last_steps_ms": median_of(last) * 1000,
+    }
 
 
 async def bench_calls(root: Path, calls: int, repeat: int) -> list[Row]:
@@ -282,8 +347,16 @@ async def bench_calls(root: Path, calls: int, repeat: int) -> list[Row]:
         many = await time_turn(root / f"many{run}", 1, calls)
         ours.append((many.seconds - one.seconds) / (calls - 1))
         direct.append(await time_harness_calls(root / f"harness{run}", calls))
-    return [Row("tool call: through the runtime", "harness.call", median_of(direct),
-                median_of(ours), "s", f"one step of {calls} todo_write calls vs of one")]
+    return [
+        Row(
+            "tool call: through the runtime",
+            "harness.call",
+            median_of(direct),
+            median_of(ours),
+            "s",
+            f"one step of {calls} todo_write calls vs of one",
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- trace store
@@ -293,18 +366,33 @@ def item_pair(rng: random.Random, n: int) -> tuple[Item, Item]:
     """An item as started and as completed: an agent message or a command with output."""
     if n % 2:
         started: Item = AgentMessageItem(id=f"item_{n}", turn_id=TURN_ID, step=n // 2 + 1)
-        return started, started.model_copy(update={
-            "status": ItemStatus.completed, "completed_at": datetime.now(UTC),
-            "text": words(rng, rng.randint(200, 1200))})
+        return started, started.model_copy(
+            update={
+                "status": ItemStatus.completed,
+                "completed_at": datetime.now(UTC),
+                "text": words(rng, rng.randint(200, 1200)),
+            }
+        )
     command = f"python -m pytest -q tests/test_{rng.choice(_WORDS)}.py"
     started = CommandExecutionItem(
-        id=f"item_{n}", turn_id=TURN_ID, step=n // 2 + 1, call_id=f"call_{n}",
-        tool="run_terminal", arguments={"command": command},
-        arguments_text=json.dumps({"command": command}), command=command)
-    return started, started.model_copy(update={
-        "status": ItemStatus.completed, "completed_at": datetime.now(UTC),
-        "output": words(rng, rng.randint(500, 4000)),
-        "exit_code": 0, "duration_ms": rng.randint(50, 5000)})
+        id=f"item_{n}",
+        turn_id=TURN_ID,
+        step=n // 2 + 1,
+        call_id=f"call_{n}",
+        tool="run_terminal",
+        arguments={"command": command},
+        arguments_text=json.dumps({"command": command}),
+        command=command,
+    )
+    return started, started.model_copy(
+        update={
+            "status": ItemStatus.completed,
+            "completed_at": datetime.now(UTC),
+            "output": words(rng, rng.randint(500, 4000)),
+            "exit_code": 0,
+            "duration_ms": rng.randint(50, 5000),
+        }
+    )
 
 
 def item_events(count: int, seed: int = 0) -> list[Event]:
@@ -313,8 +401,7 @@ def item_events(count: int, seed: int = 0) -> list[Event]:
     for n in range(count):
         started, completed = item_pair(rng, n)
         events.append(ItemStartedEvent(seq=len(events) + 1, thread_id=THREAD_ID, item=started))
-        events.append(ItemCompletedEvent(seq=len(events) + 1, thread_id=THREAD_ID,
-                                         item=completed))
+        events.append(ItemCompletedEvent(seq=len(events) + 1, thread_id=THREAD_ID, item=completed))
     return events
 
 
@@ -343,9 +430,11 @@ def time_raw_sqlite(path: Path, payloads: list[tuple[str, int, str, str]]) -> tu
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("CREATE TABLE events (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-                   "type TEXT NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (thread_id, seq)) "
-                   "WITHOUT ROWID")
+        db.execute(
+            "CREATE TABLE events (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "type TEXT NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (thread_id, seq)) "
+            "WITHOUT ROWID"
+        )
         started = time.perf_counter()
         for row in payloads:
             with db:
@@ -368,11 +457,22 @@ def bench_store(root: Path, items: int, repeat: int) -> list[Row]:
     # Bytes per item are KB per 1,000 items.
     payload_kb = sum(len(p[3].encode()) for p in payloads) / items
     return [
-        Row("trace store: append", "raw sqlite3", median_of(raw), median_of(ours),
-            "items/s", f"{items:,} items, started + completed, a commit per event; "
-            "higher is better"),
-        Row("trace store: size / 1,000 items", "raw sqlite3", raw_size / items,
-            our_size / items, "KB", f"the JSON payloads alone: {payload_kb:,.0f} KB"),
+        Row(
+            "trace store: append",
+            "raw sqlite3",
+            median_of(raw),
+            median_of(ours),
+            "items/s",
+            f"{items:,} items, started + completed, a commit per event; higher is better",
+        ),
+        Row(
+            "trace store: size / 1,000 items",
+            "raw sqlite3",
+            raw_size / items,
+            our_size / items,
+            "KB",
+            f"the JSON payloads alone: {payload_kb:,.0f} KB",
+        ),
     ]
 
 
@@ -380,25 +480,48 @@ def bench_store(root: Path, items: int, repeat: int) -> list[Row]:
 
 
 def tool_item(rng: random.Random, n: int, step: int, turn_id: str) -> ToolCallFields:
-    base: dict[str, Any] = {"id": f"item_{n}", "turn_id": turn_id, "step": step,
-                            "call_id": f"call_{n}", "status": ItemStatus.completed,
-                            "duration_ms": rng.randint(5, 3000)}
+    base: dict[str, Any] = {
+        "id": f"item_{n}",
+        "turn_id": turn_id,
+        "step": step,
+        "call_id": f"call_{n}",
+        "status": ItemStatus.completed,
+        "duration_ms": rng.randint(5, 3000),
+    }
     kind = n % 3
     if kind == 0:
         command = f"python -m pytest -q tests/test_{rng.choice(_WORDS)}.py"
-        return CommandExecutionItem(**base, tool="run_terminal", command=command,
-                                    arguments={"command": command},
-                                    arguments_text=json.dumps({"command": command}),
-                                    output=words(rng, rng.randint(1000, 4000)), exit_code=1)
+        return CommandExecutionItem(
+            **base,
+            tool="run_terminal",
+            command=command,
+            arguments={"command": command},
+            arguments_text=json.dumps({"command": command}),
+            output=words(rng, rng.randint(1000, 4000)),
+            exit_code=1,
+        )
     if kind == 1:
         path = f"src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}.py"
-        return FileReadItem(**base, tool="read_file", path=path, arguments={"path": path},
-                            arguments_text=json.dumps({"path": path}), total_lines=240,
-                            output=words(rng, rng.randint(2000, 5000)))
+        return FileReadItem(
+            **base,
+            tool="read_file",
+            path=path,
+            arguments={"path": path},
+            arguments_text=json.dumps({"path": path}),
+            total_lines=240,
+            output=words(rng, rng.randint(2000, 5000)),
+        )
     pattern = f"def {rng.choice(_WORDS)}_{rng.choice(_WORDS)}"
-    return SearchItem(**base, tool="grep", query=pattern, arguments={"pattern": pattern},
-                      arguments_text=json.dumps({"pattern": pattern}), match_count=12,
-                      file_count=5, output=words(rng, rng.randint(500, 1500)))
+    return SearchItem(
+        **base,
+        tool="grep",
+        query=pattern,
+        arguments={"pattern": pattern},
+        arguments_text=json.dumps({"pattern": pattern}),
+        match_count=12,
+        file_count=5,
+        output=words(rng, rng.randint(500, 1500)),
+    )
 
 
 def realistic_thread(count: int, seed: int = 0) -> list[Item]:
@@ -408,15 +531,18 @@ def realistic_thread(count: int, seed: int = 0) -> list[Item]:
     items: list[Item] = []
 
     def add(item_type: type, **fields: Any) -> None:
-        items.append(item_type(id=f"item_{len(items) + 1}", status=ItemStatus.completed,
-                               **fields))
+        items.append(item_type(id=f"item_{len(items) + 1}", status=ItemStatus.completed, **fields))
 
     turn = 0
     while len(items) < count:
         turn += 1
         turn_id = f"turn_{turn}"
-        add(UserMessageItem, turn_id=turn_id, content=[TextInput(text=words(rng, 300))],
-            context="branch main, 2 changed files\n M src/app.py\n?? notes.md")
+        add(
+            UserMessageItem,
+            turn_id=turn_id,
+            content=[TextInput(text=words(rng, 300))],
+            context="branch main, 2 changed files\n M src/app.py\n?? notes.md",
+        )
         last = rng.randint(3, 9)
         for step in range(1, last + 1):
             add(ReasoningItem, turn_id=turn_id, step=step, text=words(rng, rng.randint(100, 600)))
@@ -442,21 +568,36 @@ def bench_prompt(thread_items: int, repeat: int) -> list[Row]:
             item.model_dump_json()
         dumps.append(time.perf_counter() - started)
     chars = sum(len(m.content or "") + len(m.reasoning or "") for m in messages)
-    return [Row(f"prompt rebuild: {len(items)} items", "items to JSON", median_of(dumps),
-                median_of(ours), "s", f"{len(messages)} messages, {chars / 1000:,.0f}k chars; "
-                "once per step that changed the log")]
+    return [
+        Row(
+            f"prompt rebuild: {len(items)} items",
+            "items to JSON",
+            median_of(dumps),
+            median_of(ours),
+            "s",
+            f"{len(messages)} messages, {chars / 1000:,.0f}k chars; "
+            "once per step that changed the log",
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- all of it
 
 
-async def run_agent_bench(*, steps: int = 50, calls: int = 100, items: int = 2000,
-                          thread_items: int = 200, repeat: int = 3
-                          ) -> tuple[list[Row], dict[str, Any]]:
+async def run_agent_bench(
+    *,
+    steps: int = 50,
+    calls: int = 100,
+    items: int = 2000,
+    thread_items: int = 200,
+    repeat: int = 3,
+) -> tuple[list[Row], dict[str, Any]]:
     """Every measurement above; `calls` (in one step) must be at least 2."""
     if calls < 2:
-        raise ValueError("calls must be at least 2: the cost per call is the difference "
-                         "from a step with one call")
+        raise ValueError(
+            "calls must be at least 2: the cost per call is the difference "
+            "from a step with one call"
+        )
     with tempfile.TemporaryDirectory(prefix="opencomposer-bench-agent-") as scratch:
         root = Path(scratch)
         rows, info = await bench_steps(root / "steps", steps, repeat)
@@ -464,5 +605,10 @@ async def run_agent_bench(*, steps: int = 50, calls: int = 100, items: int = 200
         (root / "store").mkdir()
         rows += bench_store(root / "store", items, repeat)
         rows += bench_prompt(thread_items, repeat)
-    return rows, {**info, "calls": calls, "items": items, "thread_items": thread_items,
-                  "repeat": repeat}
+    return rows, {
+        **info,
+        "calls": calls,
+        "items": items,
+        "thread_items": thread_items,
+        "repeat": repeat,
+    }

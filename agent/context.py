@@ -79,8 +79,14 @@ def build_messages(system_prompt: str, items: Sequence[Item]) -> list[ChatMessag
             for item in items[:cut]
             if isinstance(item, UserMessageItem)
         )
-        messages.append(ChatMessage(role="user", content=render(
-            "summary_context", method=summary.method, text=summary.text, state=summary.state)))
+        messages.append(
+            ChatMessage(
+                role="user",
+                content=render(
+                    "summary_context", method=summary.method, text=summary.text, state=summary.state
+                ),
+            )
+        )
         start = cut + 1
     # A summary step's thinking belongs to the summary, not to the conversation.
     summary_steps = {(i.turn_id, i.step) for i in items if isinstance(i, ContextSummaryItem)}
@@ -88,8 +94,7 @@ def build_messages(system_prompt: str, items: Sequence[Item]) -> list[ChatMessag
     return messages
 
 
-def _conversation(items: Sequence[Item], skip: set[tuple[str, int | None]]
-                  ) -> list[ChatMessage]:
+def _conversation(items: Sequence[Item], skip: set[tuple[str, int | None]]) -> list[ChatMessage]:
     steps: dict[tuple[str, int], list[Item]] = {}
     for item in items:
         if item.step is not None and (item.turn_id, item.step) not in skip and _in_prompt(item):
@@ -162,10 +167,17 @@ def current_todos(items: Sequence[Item]) -> list[TodoEntry]:
 def conversation_state(items: Sequence[Item], summary_count: int) -> str:
     """The state block kept verbatim beside a summary: plan, files touched, summary count."""
     edited, viewed = touched_files(items)
-    return render("state", summary_count=summary_count, todos=current_todos(items),
-                  marks=_CHECKBOX, edited=edited, viewed=viewed)
+    return render(
+        "state",
+        summary_count=summary_count,
+        todos=current_todos(items),
+        marks=_CHECKBOX,
+        edited=edited,
+        viewed=viewed,
+    )
 
 
 def summary_count(items: Sequence[Item]) -> int:
-    return sum(isinstance(i, ContextSummaryItem) and i.status == ItemStatus.completed
-               for i in items)
+    return sum(
+        isinstance(i, ContextSummaryItem) and i.status == ItemStatus.completed for i in items
+    )

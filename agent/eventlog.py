@@ -90,8 +90,13 @@ class Subscription:
 
 
 class ThreadLog:
-    def __init__(self, store: TraceStore, thread_id: str, redactor: Redactor | None = None,
-                 secret_files: SecretFiles | None = None) -> None:
+    def __init__(
+        self,
+        store: TraceStore,
+        thread_id: str,
+        redactor: Redactor | None = None,
+        secret_files: SecretFiles | None = None,
+    ) -> None:
         self.store = store
         self.thread_id = thread_id
         self.redactor = redactor or Redactor()
@@ -112,8 +117,12 @@ class ThreadLog:
         item = fields.get("item")
         if kind is ItemCompletedEvent and item is not None:
             self._flush(item.id)
-        if (kind is ItemStartedEvent and isinstance(item, ToolCallFields)
-                and item.action_class != ActionClass.read_only and self.secret_files is not None):
+        if (
+            kind is ItemStartedEvent
+            and isinstance(item, ToolCallFields)
+            and item.action_class != ActionClass.read_only
+            and self.secret_files is not None
+        ):
             self.secret_files.note_call([item.arguments, item.arguments_text])
         event = kind(seq=self._seq + 1, thread_id=self.thread_id, **fields)
         return self._publish(self.redactor.redact_data(event))
@@ -136,9 +145,15 @@ class ThreadLog:
                 self._publish_delta(turn_id, item_id, delta, text)
 
     def _publish_delta(self, turn_id: str, item_id: str, delta: ItemDelta, text: str) -> None:
-        self._publish(ItemDeltaEvent(seq=self._seq + 1, thread_id=self.thread_id,
-                                     turn_id=turn_id, item_id=item_id,
-                                     delta=delta.model_copy(update={"text": text})))
+        self._publish(
+            ItemDeltaEvent(
+                seq=self._seq + 1,
+                thread_id=self.thread_id,
+                turn_id=turn_id,
+                item_id=item_id,
+                delta=delta.model_copy(update={"text": text}),
+            )
+        )
 
     def _publish(self, event: Event) -> Event:
         self.store.append(event)

@@ -42,16 +42,18 @@ async def turn_context(harness: ToolHarness, items: Sequence[Item]) -> str | Non
     git = await git_summary(harness)
     if not (git or edited or viewed):
         return None
-    return render("turn_context", git=git, edited=edited[:RECENT_FILES],
-                  viewed=viewed[:RECENT_FILES])
+    return render(
+        "turn_context", git=git, edited=edited[:RECENT_FILES], viewed=viewed[:RECENT_FILES]
+    )
 
 
 async def git_summary(harness: ToolHarness) -> str | None:
     """`branch main, 2 changed files` and the status lines, or None outside a repository."""
     if not (harness.workspace.root / ".git").exists():
         return None
-    result = await harness.jobs.capture(_GIT_STATUS, cwd=harness.workspace.root,
-                                        timeout=GIT_TIMEOUT)
+    result = await harness.jobs.capture(
+        _GIT_STATUS, cwd=harness.workspace.root, timeout=GIT_TIMEOUT
+    )
     if result is None:
         return "status unavailable (git status timed out)"
     exit_code, output = result

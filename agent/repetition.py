@@ -17,9 +17,11 @@ class Repetition(Enum):
     stop = "stop"
 
 
-WARNING = ("\n[You have made this same failing call {count} times in a row. Do something "
-           "different: read the error, check your assumptions, or try another approach. One "
-           "more identical failure stops the turn.]")
+WARNING = (
+    "\n[You have made this same failing call {count} times in a row. Do something "
+    "different: read the error, check your assumptions, or try another approach. One "
+    "more identical failure stops the turn.]"
+)
 
 
 @dataclass

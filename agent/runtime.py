@@ -31,13 +31,20 @@ WorkspaceFactory = Callable[[Path], Workspace]
 
 
 class AgentRuntime:
-    def __init__(self, settings: Settings, engine: Engine, *, store: TraceStore | None = None,
-                 tools: Sequence[Tool] | None = None,
-                 workspace_factory: WorkspaceFactory = Workspace) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        *,
+        store: TraceStore | None = None,
+        tools: Sequence[Tool] | None = None,
+        workspace_factory: WorkspaceFactory = Workspace,
+    ) -> None:
         self.settings = settings
         self.engine = engine
-        secrets = [s.get_secret_value() for s in (settings.engine.api_key, settings.server.token)
-                   if s]
+        secrets = [
+            s.get_secret_value() for s in (settings.engine.api_key, settings.server.token) if s
+        ]
         self.redactor = Redactor(secrets)
         redact_also(self.redactor)  # the log masks every thread's secrets too
         self.store = store or TraceStore(settings.home / "traces.db", self.redactor)
@@ -46,26 +53,47 @@ class AgentRuntime:
         self._sessions: dict[str, ThreadSession] = {}
 
     def _harness(self, workspace: Path, thread_id: str) -> ToolHarness:
-        return ToolHarness(self._workspace_factory(workspace), self.settings.tools,
-                           self.settings.home, tools=self._tools, thread_id=thread_id,
-                           redactor=self.redactor.child(), models_dir=self.settings.models_dir)
+        return ToolHarness(
+            self._workspace_factory(workspace),
+            self.settings.tools,
+            self.settings.home,
+            tools=self._tools,
+            thread_id=thread_id,
+            redactor=self.redactor.child(),
+            models_dir=self.settings.models_dir,
+        )
 
-    async def start_thread(self, workspace: Path, *, title: str | None = None,
-                           model: str | None = None,
-                           approval_policy: ApprovalPolicy | None = None) -> ThreadSession:
+    async def start_thread(
+        self,
+        workspace: Path,
+        *,
+        title: str | None = None,
+        model: str | None = None,
+        approval_policy: ApprovalPolicy | None = None,
+    ) -> ThreadSession:
         root = workspace.expanduser().resolve()
         refuse_unsafe_workspace(root, self.settings)  # for every transport, whatever its roots
         if not root.is_dir():
             raise SessionError(f"workspace {workspace} is not a folder", kind="invalid_request")
-        thread = Thread(id=f"thr_{uuid.uuid4().hex[:16]}", workspace=str(root), title=title,
-                        model=model or self.settings.engine.model,
-                        approval_policy=tightened(self.settings.agent.approval, approval_policy))
+        thread = Thread(
+            id=f"thr_{uuid.uuid4().hex[:16]}",
+            workspace=str(root),
+            title=title,
+            model=model or self.settings.engine.model,
+            approval_policy=tightened(self.settings.agent.approval, approval_policy),
+        )
         harness = self._harness(root, thread.id)
         thread = harness.redactor.redact_data(thread)  # a client's title may hold a secret
         prompt = system_prompt(harness)
         self.store.create_thread(thread, prompt)
-        session = ThreadSession(thread, settings=self.settings, engine=self.engine,
-                                store=self.store, harness=harness, system_prompt=prompt)
+        session = ThreadSession(
+            thread,
+            settings=self.settings,
+            engine=self.engine,
+            store=self.store,
+            harness=harness,
+            system_prompt=prompt,
+        )
         session.log.emit(ThreadStartedEvent, thread=thread)
         self._sessions[thread.id] = session
         return session
@@ -80,19 +108,28 @@ class AgentRuntime:
         root = Path(thread.workspace)
         refuse_unsafe_workspace(root, self.settings)  # a thread made before the rule existed
         if not root.is_dir():
-            raise SessionError(f"the workspace of thread {thread_id} ({root}) no longer "
-                               "exists", kind="invalid_request")
+            raise SessionError(
+                f"the workspace of thread {thread_id} ({root}) no longer exists",
+                kind="invalid_request",
+            )
         last = self.store.last_turn_id(thread_id)
         running = self.store.turn(last) if last else None
         if running is not None and running.status == TurnStatus.in_progress:
             # The store closed every turn of a dead process when it opened: this one runs
             # in another live opencomposer sharing the trace store.
-            raise SessionError(f"thread {thread_id} has turn {last} running in another "
-                               "opencomposer process", kind="conflict")
-        session = ThreadSession(thread, settings=self.settings, engine=self.engine,
-                                store=self.store, harness=self._harness(root, thread.id),
-                                system_prompt=self.store.system_prompt(thread_id),
-                                items=self.store.items(thread_id))
+            raise SessionError(
+                f"thread {thread_id} has turn {last} running in another opencomposer process",
+                kind="conflict",
+            )
+        session = ThreadSession(
+            thread,
+            settings=self.settings,
+            engine=self.engine,
+            store=self.store,
+            harness=self._harness(root, thread.id),
+            system_prompt=self.store.system_prompt(thread_id),
+            items=self.store.items(thread_id),
+        )
         self._sessions[thread.id] = session
         return session
 
@@ -100,8 +137,9 @@ class AgentRuntime:
         """Turns running now, across the open threads."""
         return sum(session.running is not None for session in self._sessions.values())
 
-    def list_threads(self, limit: int = 50, cursor: str | None = None,
-                     workspace: str | None = None) -> tuple[list[Thread], str | None]:
+    def list_threads(
+        self, limit: int = 50, cursor: str | None = None, workspace: str | None = None
+    ) -> tuple[list[Thread], str | None]:
         return self.store.list_threads(limit, cursor, workspace)
 
     def read_thread(self, thread_id: str) -> tuple[Thread, list[TurnWithItems]]:

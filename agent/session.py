@@ -86,8 +86,17 @@ class _Running:
 
 
 class ThreadSession:
-    def __init__(self, thread: Thread, *, settings: Settings, engine: Engine, store: TraceStore,
-                 harness: ToolHarness, system_prompt: str, items: Sequence[Item] = ()) -> None:
+    def __init__(
+        self,
+        thread: Thread,
+        *,
+        settings: Settings,
+        engine: Engine,
+        store: TraceStore,
+        harness: ToolHarness,
+        system_prompt: str,
+        items: Sequence[Item] = (),
+    ) -> None:
         self.thread = thread
         self.settings = settings
         self.engine = engine
@@ -101,8 +110,9 @@ class ThreadSession:
         self._ids = itertools.count(len(self.items) + 1)
         self.log = ThreadLog(store, thread.id, harness.redactor, harness.secret_files)
         self.log.on_unsubscribe = self._approvers_changed
-        self.gate = ApprovalGate(thread.approval_policy, floor=settings.agent.approval,
-                                 grants=_grants(self.items))
+        self.gate = ApprovalGate(
+            thread.approval_policy, floor=settings.agent.approval, grants=_grants(self.items)
+        )
         self.meter = ContextMeter()
         self.tool_specs = harness.specs()
         self.capture = _CAPTURE_ALL if settings.agent.capture else Capture()
@@ -126,11 +136,14 @@ class ThreadSession:
     async def start_turn(self, content: list[UserInput]) -> Turn:
         """Start a turn for this request; its progress arrives as events."""
         if self._running is not None:
-            raise SessionError(f"turn {self._running.turn.id} is still running; interrupt it "
-                               "or add input to it with steer")
+            raise SessionError(
+                f"turn {self._running.turn.id} is still running; interrupt it "
+                "or add input to it with steer"
+            )
         if self._starting:  # another request is between this check and its turn's start
-            raise SessionError("a turn is starting in this thread; add input to it with steer "
-                               "once it runs")
+            raise SessionError(
+                "a turn is starting in this thread; add input to it with steer once it runs"
+            )
         self._starting = True
         try:
             self._record_followup()
@@ -144,8 +157,12 @@ class ThreadSession:
         self.log.emit(TurnStartedEvent, turn=turn)
         if self.thread.title is None:
             self._retitle(content)
-        self.add_item(UserMessageItem(id=self.new_item_id(), turn_id=turn.id, content=content,
-                                      context=context), complete=True)
+        self.add_item(
+            UserMessageItem(
+                id=self.new_item_id(), turn_id=turn.id, content=content, context=context
+            ),
+            complete=True,
+        )
         runner = TurnRunner(self, turn)
         task = asyncio.create_task(self._run(runner), name=f"turn {turn.id}")
         self._running = _Running(turn, task, runner)
@@ -201,8 +218,7 @@ class ThreadSession:
         running = self._running
         if running is None or running.turn.id != turn_id:
             raise SessionError(f"turn {turn_id} is not running", kind="not_found")
-        item = UserMessageItem(id=self.new_item_id(), turn_id=turn_id, content=content,
-                               steer=True)
+        item = UserMessageItem(id=self.new_item_id(), turn_id=turn_id, content=content, steer=True)
         running.steer.append(item)
         return item.id
 
@@ -262,11 +278,16 @@ class ThreadSession:
             self._partial.setdefault(item.id, []).append(delta.text)
             self.log.stream(item.turn_id, item.id, delta)
 
-    def complete_item(self, item: Item, status: ItemStatus = ItemStatus.completed,
-                      **changes: Any) -> Item:
+    def complete_item(
+        self, item: Item, status: ItemStatus = ItemStatus.completed, **changes: Any
+    ) -> Item:
         current = self.items[self._index[item.id]]
-        data = {**current.model_dump(), **changes, "status": changes.get("status", status),
-                "completed_at": datetime.now(UTC)}
+        data = {
+            **current.model_dump(),
+            **changes,
+            "status": changes.get("status", status),
+            "completed_at": datetime.now(UTC),
+        }
         event = self.log.emit(ItemCompletedEvent, item=type(current).model_validate(data))
         assert isinstance(event, ItemCompletedEvent)
         final = event.item
@@ -277,11 +298,11 @@ class ThreadSession:
         return final
 
     def note_error(self, turn_id: str, error: ErrorInfo) -> None:
-        self.add_item(ErrorItem(id=self.new_item_id(), turn_id=turn_id, error=error),
-                      complete=True)
+        self.add_item(ErrorItem(id=self.new_item_id(), turn_id=turn_id, error=error), complete=True)
 
-    def close_open_items(self, status: ItemStatus, note: str = "",
-                         only: Sequence[str] | None = None) -> None:
+    def close_open_items(
+        self, status: ItemStatus, note: str = "", only: Sequence[str] | None = None
+    ) -> None:
         """End items still in progress (all, or those in `only`) after an interruption, a
         failure or a stop, keeping what they had streamed."""
         for item_id in list(self._open if only is None else only):
@@ -291,8 +312,11 @@ class ThreadSession:
             partial = "".join(self._partial.get(item_id, []))
             changes: dict[str, Any] = {}
             if isinstance(item, ToolCallFields):
-                changes["output"] = (partial + note) if partial else (
-                    "The call did not finish: the turn stopped first." + note)
+                changes["output"] = (
+                    (partial + note)
+                    if partial
+                    else ("The call did not finish: the turn stopped first." + note)
+                )
             elif hasattr(item, "text"):
                 changes["text"] = partial
             if isinstance(item, ApprovalRequestItem):
@@ -303,27 +327,42 @@ class ThreadSession:
 
     # ------------------------------------------------------------------ approvals
 
-    async def ask_approval(self, target: ToolCallFields, call: PreparedCall, reason: str
-                           ) -> ApprovalRequestResponse:
+    async def ask_approval(
+        self, target: ToolCallFields, call: PreparedCall, reason: str
+    ) -> ApprovalRequestResponse:
         """Ask the clients whether `call` may run. Nobody to ask, or nobody answering in time,
         is a denial, never a silent approval."""
-        item = self.add_item(ApprovalRequestItem(
-            id=self.new_item_id(), turn_id=target.turn_id, target_item_id=target.id,
-            tool=call.tool.name, action_class=call.action_class, summary=call.summary,
-            reason=f"approval needed by {reason}"))
+        item = self.add_item(
+            ApprovalRequestItem(
+                id=self.new_item_id(),
+                turn_id=target.turn_id,
+                target_item_id=target.id,
+                tool=call.tool.name,
+                action_class=call.action_class,
+                summary=call.summary,
+                reason=f"approval needed by {reason}",
+            )
+        )
         if self.log.approvers() == 0:
-            return self._decide(item.id, ApprovalDecision.deny, "no_client",
-                                "No client was connected to approve it.")
-        future: asyncio.Future[ApprovalRequestResponse] = (
-            asyncio.get_running_loop().create_future())
+            return self._decide(
+                item.id,
+                ApprovalDecision.deny,
+                "no_client",
+                "No client was connected to approve it.",
+            )
+        future: asyncio.Future[ApprovalRequestResponse] = asyncio.get_running_loop().create_future()
         self._approvals[item.id] = future
         try:
             async with asyncio.timeout(self.settings.agent.approval_timeout):
                 return await future
         except TimeoutError:
             timeout = self.settings.agent.approval_timeout
-            return self._decide(item.id, ApprovalDecision.deny, "no_client",
-                                f"Nobody answered within {timeout:g} seconds.")
+            return self._decide(
+                item.id,
+                ApprovalDecision.deny,
+                "no_client",
+                f"Nobody answered within {timeout:g} seconds.",
+            )
         finally:
             self._approvals.pop(item.id, None)
 
@@ -333,19 +372,22 @@ class ThreadSession:
         future = self._approvals.get(item_id)
         return future is not None and not future.done()
 
-    def respond_approval(self, item_id: str, decision: ApprovalDecision,
-                         message: str | None = None) -> ApprovalRequestItem:
+    def respond_approval(
+        self, item_id: str, decision: ApprovalDecision, message: str | None = None
+    ) -> ApprovalRequestItem:
         """A client's answer to a pending approval request."""
         if not self.awaits_approval(item_id):
-            raise SessionError(f"no approval request {item_id} is waiting for an answer",
-                               kind="not_found")
+            raise SessionError(
+                f"no approval request {item_id} is waiting for an answer", kind="not_found"
+            )
         self._decide(item_id, decision, "client", message)
         item = self.item(item_id)
         assert isinstance(item, ApprovalRequestItem)
         return item
 
-    def _decide(self, item_id: str, decision: ApprovalDecision, by: str,
-                message: str | None) -> ApprovalRequestResponse:
+    def _decide(
+        self, item_id: str, decision: ApprovalDecision, by: str, message: str | None
+    ) -> ApprovalRequestResponse:
         self.complete_item(self.item(item_id), decision=decision, decided_by=by, message=message)
         answer = ApprovalRequestResponse(decision=decision, message=message)
         future = self._approvals.get(item_id)
@@ -356,8 +398,12 @@ class ThreadSession:
     def _approvers_changed(self) -> None:
         if self.log.approvers() == 0:
             for item_id in list(self._approvals):
-                self._decide(item_id, ApprovalDecision.deny, "no_client",
-                             "The client that could approve it disconnected.")
+                self._decide(
+                    item_id,
+                    ApprovalDecision.deny,
+                    "no_client",
+                    "The client that could approve it disconnected.",
+                )
 
     def subscribe(self, after: int = 0, *, answers_approvals: bool = False) -> Subscription:
         """Events after `after`, stored then live. A subscriber that answers approvals keeps
@@ -370,33 +416,61 @@ class ThreadSession:
         if not self.context_window:
             self.context_window = await _engine_window(self.engine, self.thread.model)
         agent = self.settings.agent
-        self.summary_trigger = summary_trigger(self.context_window, agent.summary_trigger,
-                                               agent.summary_max_tokens)
+        self.summary_trigger = summary_trigger(
+            self.context_window, agent.summary_trigger, agent.summary_max_tokens
+        )
         if self.summary_trigger <= 0:
             raise EngineError(
                 f"a context window of {self.context_window} tokens leaves no room after "
-                f"agent.summary_max_tokens = {agent.summary_max_tokens}; lower it")
+                f"agent.summary_max_tokens = {agent.summary_max_tokens}; lower it"
+            )
 
-    def record_call(self, turn_id: str, step: int, purpose: str, request: GenerationRequest,
-                    started: datetime, clock: float, *, result: GenerationResult | None = None,
-                    error: EngineError | None = None) -> None:
-        segment = sum(1 for i in self.items
-                      if i.type == "context_summary" and i.status == ItemStatus.completed)
-        self.store.record_model_call(redactor=self.harness.redactor, call=model_call_record(
-            thread_id=self.thread.id, turn_id=turn_id, step=step, purpose=purpose,
-            segment=segment, request=request, started=started,
-            duration_ms=int((time.perf_counter() - clock) * 1000),
-            engine=getattr(self.engine, "name", type(self.engine).__name__),
-            result=result, error=error))
+    def record_call(
+        self,
+        turn_id: str,
+        step: int,
+        purpose: str,
+        request: GenerationRequest,
+        started: datetime,
+        clock: float,
+        *,
+        result: GenerationResult | None = None,
+        error: EngineError | None = None,
+    ) -> None:
+        segment = sum(
+            1
+            for i in self.items
+            if i.type == "context_summary" and i.status == ItemStatus.completed
+        )
+        self.store.record_model_call(
+            redactor=self.harness.redactor,
+            call=model_call_record(
+                thread_id=self.thread.id,
+                turn_id=turn_id,
+                step=step,
+                purpose=purpose,
+                segment=segment,
+                request=request,
+                started=started,
+                duration_ms=int((time.perf_counter() - clock) * 1000),
+                engine=getattr(self.engine, "name", type(self.engine).__name__),
+                result=result,
+                error=error,
+            ),
+        )
 
     async def undo(self, scope: UndoScope = "turn", turn_id: str | None = None) -> UndoOutcome:
         """Put back the agent's edits (last edit, a turn, or the whole thread); recorded as an
         outcome, since a revert says the edits were unwanted."""
         outcome = await self.harness.undo(scope, turn_id)
-        self.store.record_outcome(Outcome(
-            self.thread.id, "undo", {"scope": scope, "restored": [c.path for c in
-                                                                   outcome.restored]},
-            turn_id=turn_id))
+        self.store.record_outcome(
+            Outcome(
+                self.thread.id,
+                "undo",
+                {"scope": scope, "restored": [c.path for c in outcome.restored]},
+                turn_id=turn_id,
+            )
+        )
         return outcome
 
     def _record_followup(self) -> None:
@@ -414,8 +488,7 @@ class ThreadSession:
         edits now (an editor's unsaved buffers included), as the follow-up would have."""
         last = self.store.last_turn_id(self.thread.id)
         if last is not None and self._turns_started:
-            for outcome in edit_outcomes(self.harness, self.thread.id, last,
-                                         when="session_end"):
+            for outcome in edit_outcomes(self.harness, self.thread.id, last, when="session_end"):
                 self.store.record_outcome(outcome)
 
     def _retitle(self, content: list[UserInput]) -> None:
@@ -442,8 +515,9 @@ async def _engine_window(engine: Engine, model: str | None) -> int:
     for info in await engine.models():
         if (model is None or info.id == model) and info.context_window:
             return info.context_window
-    log.info("the engine does not report a context window; assuming %d tokens",
-             DEFAULT_CONTEXT_WINDOW)
+    log.info(
+        "the engine does not report a context window; assuming %d tokens", DEFAULT_CONTEXT_WINDOW
+    )
     return DEFAULT_CONTEXT_WINDOW
 
 
@@ -452,9 +526,10 @@ def _grants(items: Sequence[Item]) -> set:
     grants = set()
     calls = {item.id: item for item in items if isinstance(item, ToolCallFields)}
     for item in items:
-        if (isinstance(item, ApprovalRequestItem)
-                and item.decision == ApprovalDecision.approve_for_thread
-                and item.target_item_id in calls):
+        if (
+            isinstance(item, ApprovalRequestItem)
+            and item.decision == ApprovalDecision.approve_for_thread
+            and item.target_item_id in calls
+        ):
             grants.add((item.tool, item.action_class))
     return grants
-

@@ -87,17 +87,31 @@ class Summarizer:
         settings = session.settings.agent
         count = summary_count(session.items) + 1
         step = runner.next_step()
-        item = session.add_item(ContextSummaryItem(
-            id=session.new_item_id(), turn_id=runner.turn.id, step=step, summary_index=count,
-            tokens_before=tokens, state=conversation_state(session.items, count)))
+        item = session.add_item(
+            ContextSummaryItem(
+                id=session.new_item_id(),
+                turn_id=runner.turn.id,
+                step=step,
+                summary_index=count,
+                tokens_before=tokens,
+                state=conversation_state(session.items, count),
+            )
+        )
         query = ChatMessage(role="user", content=render("summarize"))
         sampling = SamplingParams(
             max_tokens=summary_budget(session.context_window, settings.summary_max_tokens),
-            temperature=settings.temperature)
+            temperature=settings.temperature,
+        )
         text, reason = "", ""
         try:
-            result = await runner.generate([*messages, query], sampling, step, purpose="summary",
-                                           tool_choice="none", text_item=item)
+            result = await runner.generate(
+                [*messages, query],
+                sampling,
+                step,
+                purpose="summary",
+                tool_choice="none",
+                text_item=item,
+            )
             text = result.text.strip()
             reason = "" if text else "the summary was empty"
         except EngineError as exc:
@@ -107,21 +121,30 @@ class Summarizer:
             method = "truncation"
             lines = digest(session.items)
             shown = lines[-DIGEST_LINES:]
-            text = render("truncation", reason=reason, digest=shown,
-                          omitted=len(lines) - len(shown))
-        final = session.item(item.id).model_copy(update={
-            "text": text, "method": method, "status": ItemStatus.completed})
-        rebuilt = build_messages(session.system_prompt,
-                                 [final if i.id == item.id else i for i in session.items])
+            text = render(
+                "truncation", reason=reason, digest=shown, omitted=len(lines) - len(shown)
+            )
+        final = session.item(item.id).model_copy(
+            update={"text": text, "method": method, "status": ItemStatus.completed}
+        )
+        rebuilt = build_messages(
+            session.system_prompt, [final if i.id == item.id else i for i in session.items]
+        )
         session.meter.reset()
-        session.complete_item(item, text=text, method=method,
-                              tokens_after=session.meter.estimate(rebuilt, session.tool_specs))
+        session.complete_item(
+            item,
+            text=text,
+            method=method,
+            tokens_after=session.meter.estimate(rebuilt, session.tool_specs),
+        )
 
 
 def _model_output_since_summary(items: Sequence[Item]) -> bool:
     start = last_summary(items)
-    return any(item.step is not None and not isinstance(item, ContextSummaryItem)
-               for item in items[(start + 1 if start is not None else 0):])
+    return any(
+        item.step is not None and not isinstance(item, ContextSummaryItem)
+        for item in items[(start + 1 if start is not None else 0) :]
+    )
 
 
 def digest(items: Sequence[Item]) -> list[str]:
@@ -129,7 +152,7 @@ def digest(items: Sequence[Item]) -> list[str]:
     the model last said. Deterministic, so a fallback is reproducible from the log."""
     start = last_summary(items)
     lines = []
-    for item in items[(start + 1 if start is not None else 0):]:
+    for item in items[(start + 1 if start is not None else 0) :]:
         if isinstance(item, ToolCallFields):
             lines.append(_call_line(item))
         elif isinstance(item, AgentMessageItem) and item.text.strip():
@@ -141,7 +164,8 @@ def digest(items: Sequence[Item]) -> list[str]:
 def _call_line(item: ToolCallFields) -> str:
     if isinstance(item, CommandExecutionItem):
         what = f"ran `{item.command}`" + (
-            f" (exit {item.exit_code})" if item.exit_code is not None else "")
+            f" (exit {item.exit_code})" if item.exit_code is not None else ""
+        )
     elif isinstance(item, FileChangeItem):
         what = f"{item.tool} " + ", ".join(c.path for c in item.changes)
     elif isinstance(item, FileReadItem):

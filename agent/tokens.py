@@ -45,8 +45,9 @@ class ContextMeter:
     _anchor_first: ChatMessage | None = None
     _scale: float = 1.0
 
-    def observe(self, sent: Sequence[ChatMessage], tools: Sequence[ToolSpec],
-                usage: Usage | None) -> None:
+    def observe(
+        self, sent: Sequence[ChatMessage], tools: Sequence[ToolSpec], usage: Usage | None
+    ) -> None:
         """Record a finished call: `sent` plus its answer hold `usage` tokens."""
         if usage is None or usage.prompt_tokens <= 0:
             self.reset()
@@ -70,4 +71,4 @@ class ContextMeter:
         if not anchored:
             return int(estimate_tokens(messages, tools) * self._scale)
         assert self._anchor_tokens is not None
-        return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages:])
+        return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages :])

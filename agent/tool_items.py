@@ -57,28 +57,42 @@ class ToolCallPlan:
     @property
     def parallel(self) -> bool:
         """May run beside its neighbours: it only reads and needs nobody's approval."""
-        return (self.prepared is not None and self.verdict is not None
-                and self.prepared.action_class == ActionClass.read_only
-                and self.verdict.mode == ApprovalMode.auto)
+        return (
+            self.prepared is not None
+            and self.verdict is not None
+            and self.prepared.action_class == ActionClass.read_only
+            and self.verdict.mode == ApprovalMode.auto
+        )
 
 
-def plan_calls(session: "ThreadSession", turn_id: str, step: int,
-               calls: Sequence[ToolCall]) -> list[ToolCallPlan]:
+def plan_calls(
+    session: "ThreadSession", turn_id: str, step: int, calls: Sequence[ToolCall]
+) -> list[ToolCallPlan]:
     plans = []
     for call in calls:
-        base = {"id": session.new_item_id(), "turn_id": turn_id, "step": step,
-                "call_id": call.id, "tool": call.name, "arguments": _object(call.arguments),
-                "arguments_text": call.arguments}
+        base = {
+            "id": session.new_item_id(),
+            "turn_id": turn_id,
+            "step": step,
+            "call_id": call.id,
+            "tool": call.name,
+            "arguments": _object(call.arguments),
+            "arguments_text": call.arguments,
+        }
         try:
             prepared = session.harness.prepare(call.name, call.arguments)
         except ToolError as error:
             item = ToolCallItem(**base)
-            plans.append(ToolCallPlan(call, item, None,
-                                      failure=session.harness.failure(call.id, call.name, error)))
+            plans.append(
+                ToolCallPlan(
+                    call, item, None, failure=session.harness.failure(call.id, call.name, error)
+                )
+            )
             continue
         item_type = VIEW_ITEMS[prepared.tool.view]
-        item = item_type(**base, action_class=prepared.action_class,
-                         **_known(item_type, prepared.view_fields()))
+        item = item_type(
+            **base, action_class=prepared.action_class, **_known(item_type, prepared.view_fields())
+        )
         plans.append(ToolCallPlan(call, item, prepared, verdict=session.gate.verdict(prepared)))
     return plans
 
@@ -94,8 +108,9 @@ def groups(plans: Sequence[ToolCallPlan]) -> list[list[ToolCallPlan]]:
     return out
 
 
-def completion(item: ToolCallFields, outcome: CallOutcome, *, declined: bool = False
-               ) -> dict[str, Any]:
+def completion(
+    item: ToolCallFields, outcome: CallOutcome, *, declined: bool = False
+) -> dict[str, Any]:
     """The fields that complete a tool item from the call's outcome."""
     if declined:
         status = ItemStatus.declined

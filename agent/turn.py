@@ -59,8 +59,12 @@ _INTERRUPTED = "\n[interrupted: the user stopped the turn]"
 class TurnStopped(Exception):
     """Ends the turn from inside the loop, with the reason recorded on it."""
 
-    def __init__(self, reason: StopReason, status: TurnStatus = TurnStatus.completed,
-                 error: ErrorInfo | None = None) -> None:
+    def __init__(
+        self,
+        reason: StopReason,
+        status: TurnStatus = TurnStatus.completed,
+        error: ErrorInfo | None = None,
+    ) -> None:
         super().__init__(reason.value)
         self.reason, self.status, self.error = reason, status, error
 
@@ -110,12 +114,12 @@ class TurnRunner:
                 return self._finish(TurnStatus.interrupted, StopReason.interrupted)
             return self._finish(TurnStatus.completed, self.cancel_reason)
         except EngineError as exc:
-            return self.fail(ErrorInfo(kind=exc.kind, message=exc.message,
-                                        retryable=exc.retryable))
+            return self.fail(ErrorInfo(kind=exc.kind, message=exc.message, retryable=exc.retryable))
         except Exception as exc:  # a runtime bug must end the turn cleanly, not hang it
             log.exception("turn %s failed", self.turn.id)
-            return self.fail(ErrorInfo(kind="internal_error",
-                                        message=f"the agent runtime failed: {exc}"))
+            return self.fail(
+                ErrorInfo(kind="internal_error", message=f"the agent runtime failed: {exc}")
+            )
 
     def _check_budget(self) -> None:
         settings, budget = self.settings, self.budget
@@ -123,8 +127,10 @@ class TurnRunner:
             raise TurnStopped(StopReason.max_steps)
         if settings.max_turn_tokens is not None and budget.tokens >= settings.max_turn_tokens:
             raise TurnStopped(StopReason.max_tokens)
-        if (settings.max_wall_time is not None
-                and time.monotonic() - budget.started >= settings.max_wall_time):
+        if (
+            settings.max_wall_time is not None
+            and time.monotonic() - budget.started >= settings.max_wall_time
+        ):
             raise TurnStopped(StopReason.max_wall_time)
 
     def fail(self, error: ErrorInfo) -> Turn:
@@ -132,12 +138,17 @@ class TurnRunner:
         self.session.note_error(self.turn.id, error)
         return self._finish(TurnStatus.failed, StopReason.error, error)
 
-    def _finish(self, status: TurnStatus, reason: StopReason, error: ErrorInfo | None = None
-                ) -> Turn:
-        self.turn = self.turn.model_copy(update={
-            "status": status, "stop_reason": reason, "error": error,
-            "completed_at": datetime.now(UTC),
-        })
+    def _finish(
+        self, status: TurnStatus, reason: StopReason, error: ErrorInfo | None = None
+    ) -> Turn:
+        self.turn = self.turn.model_copy(
+            update={
+                "status": status,
+                "stop_reason": reason,
+                "error": error,
+                "completed_at": datetime.now(UTC),
+            }
+        )
         self.session.finish_turn(self.turn)
         return self.turn
 
@@ -162,8 +173,10 @@ class TurnRunner:
             except EngineError as exc:
                 if not exc.retryable or attempt == STEP_RETRIES:
                     raise
-                self.session.note_error(self.turn.id, ErrorInfo(
-                    kind=exc.kind, message=f"{exc.message}; retrying", retryable=True))
+                self.session.note_error(
+                    self.turn.id,
+                    ErrorInfo(kind=exc.kind, message=f"{exc.message}; retrying", retryable=True),
+                )
                 await asyncio.sleep(RETRY_BACKOFF * (attempt + 1))
         raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -173,22 +186,36 @@ class TurnRunner:
         room = session.context_window - session.meter.estimate(messages, session.tool_specs)
         if room < MIN_STEP_TOKENS:
             raise ContextLengthExceeded(f"only {room} tokens of context left for the answer")
-        sampling = SamplingParams(max_tokens=min(self.settings.max_step_tokens, room),
-                                  temperature=self.settings.temperature)
+        sampling = SamplingParams(
+            max_tokens=min(self.settings.max_step_tokens, room),
+            temperature=self.settings.temperature,
+        )
         step = self.next_step()
         self.budget.agent_steps += 1
         result = await self.generate(messages, sampling, step, purpose="agent")
         return result
 
-    async def generate(self, messages: list[ChatMessage], sampling: SamplingParams, step: int,
-                       *, purpose: str, tool_choice: str = "auto",
-                       text_item: Item | None = None) -> GenerationResult:
+    async def generate(
+        self,
+        messages: list[ChatMessage],
+        sampling: SamplingParams,
+        step: int,
+        *,
+        purpose: str,
+        tool_choice: str = "auto",
+        text_item: Item | None = None,
+    ) -> GenerationResult:
         """Stream one engine call into reasoning and text items and record it. `text_item`
         receives the text (a summary item); by default an agent_message item is made."""
         session = self.session
-        request = GenerationRequest(messages=messages, tools=session.tool_specs,
-                                    tool_choice=tool_choice, sampling=sampling,
-                                    capture=session.capture, model=session.thread.model)
+        request = GenerationRequest(
+            messages=messages,
+            tools=session.tool_specs,
+            tool_choice=tool_choice,
+            sampling=sampling,
+            capture=session.capture,
+            model=session.thread.model,
+        )
         reasoning: ReasoningItem | None = None
         text = text_item
         started, clock = datetime.now(UTC), time.perf_counter()
@@ -198,21 +225,28 @@ class TurnRunner:
                 async for event in stream:
                     if isinstance(event, ReasoningDelta) and event.text:
                         if reasoning is None:
-                            reasoning = session.add_item(ReasoningItem(
-                                id=session.new_item_id(), turn_id=self.turn.id, step=step))
+                            reasoning = session.add_item(
+                                ReasoningItem(
+                                    id=session.new_item_id(), turn_id=self.turn.id, step=step
+                                )
+                            )
                         session.delta(reasoning, TextDelta(text=event.text))
                     elif isinstance(event, EngineText) and event.text:
                         if text is None:
-                            text = session.add_item(AgentMessageItem(
-                                id=session.new_item_id(), turn_id=self.turn.id, step=step))
+                            text = session.add_item(
+                                AgentMessageItem(
+                                    id=session.new_item_id(), turn_id=self.turn.id, step=step
+                                )
+                            )
                         session.delta(text, TextDelta(text=event.text))
                     elif isinstance(event, Finished):
                         result = event.result
         except EngineError as exc:
             session.record_call(self.turn.id, step, purpose, request, started, clock, error=exc)
-            session.close_open_items(ItemStatus.failed,
-                                     only=[i.id for i in (reasoning, text)
-                                           if i is not None and i is not text_item])
+            session.close_open_items(
+                ItemStatus.failed,
+                only=[i.id for i in (reasoning, text) if i is not None and i is not text_item],
+            )
             raise
         if result is None:
             raise EngineError("the engine's stream ended without a result")
@@ -221,13 +255,15 @@ class TurnRunner:
         session.meter.observe(messages, session.tool_specs, result.usage)
         if reasoning is not None or result.reasoning:
             if reasoning is None:
-                reasoning = session.add_item(ReasoningItem(
-                    id=session.new_item_id(), turn_id=self.turn.id, step=step))
+                reasoning = session.add_item(
+                    ReasoningItem(id=session.new_item_id(), turn_id=self.turn.id, step=step)
+                )
             session.complete_item(reasoning, text=result.reasoning)
         if text_item is None and (text is not None or result.text):
             if text is None:
-                text = session.add_item(AgentMessageItem(
-                    id=session.new_item_id(), turn_id=self.turn.id, step=step))
+                text = session.add_item(
+                    AgentMessageItem(id=session.new_item_id(), turn_id=self.turn.id, step=step)
+                )
             session.complete_item(text, text=result.text)
         return result
 
@@ -235,12 +271,14 @@ class TurnRunner:
         usage = result.usage
         if usage is None:
             return
-        total = self.turn.usage.model_copy(update={
-            "prompt_tokens": self.turn.usage.prompt_tokens + usage.prompt_tokens,
-            "completion_tokens": self.turn.usage.completion_tokens + usage.completion_tokens,
-            "cached_prompt_tokens": self.turn.usage.cached_prompt_tokens + usage.cached_tokens,
-            "model_calls": self.turn.usage.model_calls + 1,
-        })
+        total = self.turn.usage.model_copy(
+            update={
+                "prompt_tokens": self.turn.usage.prompt_tokens + usage.prompt_tokens,
+                "completion_tokens": self.turn.usage.completion_tokens + usage.completion_tokens,
+                "cached_prompt_tokens": self.turn.usage.cached_prompt_tokens + usage.cached_tokens,
+                "model_calls": self.turn.usage.model_calls + 1,
+            }
+        )
         self.turn = self.turn.model_copy(update={"usage": total})
         self.budget.tokens += usage.prompt_tokens - usage.cached_tokens + usage.completion_tokens
 
@@ -271,17 +309,25 @@ class TurnRunner:
             plan.outcome = plan.failure
             return
         if plan.verdict.mode == ApprovalMode.deny:
-            self._decline(plan, Denied(
-                f"the approval policy refuses this call ({plan.verdict.reason})",
-                hint="Do the task another way, or ask the user to change the policy."))
+            self._decline(
+                plan,
+                Denied(
+                    f"the approval policy refuses this call ({plan.verdict.reason})",
+                    hint="Do the task another way, or ask the user to change the policy.",
+                ),
+            )
             return
         if plan.verdict.mode == ApprovalMode.ask:
             answer = await session.ask_approval(plan.item, prepared, plan.verdict.reason)
             if answer.decision in (ApprovalDecision.deny, ApprovalDecision.abort):
                 note = f": {answer.message}" if answer.message else ""
-                self._decline(plan, Denied(
-                    f"the call was not approved{note}",
-                    hint="Do not retry it as it is; change approach or ask the user."))
+                self._decline(
+                    plan,
+                    Denied(
+                        f"the call was not approved{note}",
+                        hint="Do not retry it as it is; change approach or ask the user.",
+                    ),
+                )
                 if answer.decision == ApprovalDecision.abort:
                     self._complete(plan)
                     raise TurnStopped(StopReason.interrupted, TurnStatus.interrupted)
@@ -292,12 +338,14 @@ class TurnRunner:
         def stream_output(stream: str, text: str) -> None:
             session.delta(plan.item, OutputDelta(stream=stream, text=text))  # type: ignore[arg-type]
 
-        plan.outcome = await session.harness.run(prepared, call_id=plan.call.id,
-                                                 turn_id=self.turn.id, on_output=stream_output)
+        plan.outcome = await session.harness.run(
+            prepared, call_id=plan.call.id, turn_id=self.turn.id, on_output=stream_output
+        )
 
     def _decline(self, plan: ToolCallPlan, denial: Denied) -> None:
-        plan.outcome = self.session.harness.failure(plan.call.id, plan.call.name, denial,
-                                                    plan.prepared)
+        plan.outcome = self.session.harness.failure(
+            plan.call.id, plan.call.name, denial, plan.prepared
+        )
         plan.declined = True
 
     def _complete(self, plan: ToolCallPlan) -> TurnStopped | None:
@@ -308,10 +356,12 @@ class TurnRunner:
         verdict = Repetition.fine
         if not plan.declined:
             error = outcome.error.message if outcome.error else None
-            verdict = self.repetition.observe(plan.call.name, plan.call.arguments, outcome.ok,
-                                              error)
+            verdict = self.repetition.observe(
+                plan.call.name, plan.call.arguments, outcome.ok, error
+            )
         if verdict == Repetition.warn:
             outcome.text += WARNING.format(count=self.repetition.count)
-        self.session.complete_item(plan.item, **completion(plan.item, outcome,
-                                                           declined=plan.declined))
+        self.session.complete_item(
+            plan.item, **completion(plan.item, outcome, declined=plan.declined)
+        )
         return TurnStopped(StopReason.repetition) if verdict == Repetition.stop else None

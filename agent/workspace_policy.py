@@ -19,8 +19,9 @@ def _text_path(path: str) -> None:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        raise SessionError(f"workspace {path!r} is not valid UTF-8 text",
-                           kind="invalid_request") from None
+        raise SessionError(
+            f"workspace {path!r} is not valid UTF-8 text", kind="invalid_request"
+        ) from None
 
 
 def resolved_folder(path: str) -> Path:
@@ -30,8 +31,9 @@ def resolved_folder(path: str) -> Path:
         return Path(path).expanduser().resolve()
     except (ValueError, OSError, RuntimeError) as exc:
         # A NUL byte, a name too long for the file system, `~nosuchuser`: not a folder.
-        raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
-                           kind="invalid_request") from None
+        raise SessionError(
+            f"workspace {path!r} is not a usable path: {exc}", kind="invalid_request"
+        ) from None
 
 
 def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
@@ -41,11 +43,11 @@ def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
     try:
         is_dir = workspace.is_dir()
     except OSError as exc:
-        raise SessionError(f"workspace {path!r} is not a usable path: {exc}",
-                           kind="invalid_request") from None
+        raise SessionError(
+            f"workspace {path!r} is not a usable path: {exc}", kind="invalid_request"
+        ) from None
     if not any(workspace.is_relative_to(root.expanduser().resolve()) for root in roots):
-        raise SessionError(f"{path} is outside the folders this server may open",
-                           kind="forbidden")
+        raise SessionError(f"{path} is outside the folders this server may open", kind="forbidden")
     if not is_dir:
         raise SessionError(f"workspace {path} is not a folder", kind="invalid_request")
     return workspace
@@ -80,8 +82,11 @@ def _git_directory(folder: Path) -> Path | None:
 
 def _git_shaped(folder: Path) -> bool:
     try:
-        return ((folder / "HEAD").is_file() and (folder / "objects").is_dir()
-                and (folder / "refs").is_dir())
+        return (
+            (folder / "HEAD").is_file()
+            and (folder / "objects").is_dir()
+            and (folder / "refs").is_dir()
+        )
     except PermissionError:  # a folder we may not look into is no repository we could write
         return False
 
@@ -97,14 +102,18 @@ def refuse_unsafe_workspace(root: Path, settings: Settings) -> None:
     for home in _homes():
         if home.is_relative_to(root):
             where = "your home folder" if home == root else f"above your home folder {home}"
-            raise SessionError(f"{root} is {where}: open a project folder inside it",
-                               kind="forbidden")
+            raise SessionError(
+                f"{root} is {where}: open a project folder inside it", kind="forbidden"
+            )
     git_dir = _git_directory(root)
     if git_dir is not None:
-        raise SessionError(f"{root} is inside the git directory {git_dir}: open the "
-                           "project folder that holds it", kind="forbidden")
+        raise SessionError(
+            f"{root} is inside the git directory {git_dir}: open the project folder that holds it",
+            kind="forbidden",
+        )
     for own in (settings.home, paths.user_config_file().parent):
         own = own.expanduser().resolve()
         if own.is_relative_to(root) or root.is_relative_to(own):
-            raise SessionError(f"{root} holds or lies in opencomposer's own folder {own}",
-                               kind="forbidden")
+            raise SessionError(
+                f"{root} holds or lies in opencomposer's own folder {own}", kind="forbidden"
+            )

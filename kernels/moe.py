@@ -20,11 +20,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def route_grouped_topk(router_logits: Tensor, *, top_k: int, n_group: int, topk_group: int,
-                       correction_bias: Tensor | None,
-                       scoring: Literal["sigmoid", "softmax"],
-                       norm_topk_prob: bool, routed_scaling_factor: float
-                       ) -> tuple[Tensor, Tensor]:
+def route_grouped_topk(
+    router_logits: Tensor,
+    *,
+    top_k: int,
+    n_group: int,
+    topk_group: int,
+    correction_bias: Tensor | None,
+    scoring: Literal["sigmoid", "softmax"],
+    norm_topk_prob: bool,
+    routed_scaling_factor: float,
+) -> tuple[Tensor, Tensor]:
     """[T, E] router logits -> ([T, top_k] float32 weights, [T, top_k] int64 expert ids).
 
     Experts are split into `n_group` equal groups; each group is scored by the sum of its two
@@ -35,8 +41,9 @@ def route_grouped_topk(router_logits: Tensor, *, top_k: int, n_group: int, topk_
     """
     num_tokens, num_experts = router_logits.shape
     if num_experts % n_group or not 1 <= topk_group <= n_group:
-        raise ValueError(f"{num_experts} experts cannot form {n_group} groups, keeping "
-                         f"{topk_group}")
+        raise ValueError(
+            f"{num_experts} experts cannot form {n_group} groups, keeping {topk_group}"
+        )
     logits = router_logits.float()
     if scoring == "sigmoid":
         scores = logits.sigmoid()
@@ -47,8 +54,11 @@ def route_grouped_topk(router_logits: Tensor, *, top_k: int, n_group: int, topk_
     for_choice = scores if correction_bias is None else scores + correction_bias.float()
 
     group_size = num_experts // n_group
-    group_scores = (for_choice.view(num_tokens, n_group, group_size)
-                    .topk(min(2, group_size), dim=-1)[0].sum(dim=-1))
+    group_scores = (
+        for_choice.view(num_tokens, n_group, group_size)
+        .topk(min(2, group_size), dim=-1)[0]
+        .sum(dim=-1)
+    )
     group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
     group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
     expert_mask = group_mask.unsqueeze(-1).expand(-1, -1, group_size).reshape(num_tokens, -1)
@@ -79,13 +89,14 @@ def grouped_gemm(x_sorted: Tensor, w: Tensor, counts: Tensor) -> Tensor:
     start = 0
     for expert, count in enumerate(counts.tolist()):
         if count:
-            out[start:start + count] = x_sorted[start:start + count] @ w[expert].T
+            out[start : start + count] = x_sorted[start : start + count] @ w[expert].T
         start += count
     return out
 
 
-def moe_experts(x: Tensor, ids: Tensor, weights: Tensor, w_gate: Tensor, w_up: Tensor,
-                w_down: Tensor) -> Tensor:
+def moe_experts(
+    x: Tensor, ids: Tensor, weights: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor
+) -> Tensor:
     """Σ_j weights[t, j] · down(silu(gate(x[t])) * up(x[t])) over the experts ids[t, j].
 
     x: [T, d]; ids, weights: [T, k]; w_gate, w_up: [E, f, d]; w_down: [E, d, f]. The

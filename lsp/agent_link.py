@@ -32,9 +32,12 @@ EVENT_METHOD = "opencomposer/event"
 APPROVAL_METHOD = "opencomposer/approval/request"
 
 # What each button of the plain-LSP approval prompt answers.
-_CHOICES = {"Approve": ApprovalDecision.approve,
-            "Approve for this thread": ApprovalDecision.approve_for_thread,
-            "Deny": ApprovalDecision.deny, "Stop the turn": ApprovalDecision.abort}
+_CHOICES = {
+    "Approve": ApprovalDecision.approve,
+    "Approve for this thread": ApprovalDecision.approve_for_thread,
+    "Deny": ApprovalDecision.deny,
+    "Stop the turn": ApprovalDecision.abort,
+}
 
 EventHook = Callable[[ThreadSession, Event], None]
 """Called for each event of a followed thread (progress reporting, final messages)."""
@@ -62,8 +65,9 @@ class AgentLink:
             current.cancel()
         # Subscribed now, before any await, so that nothing logged from here on is missed.
         subscription = session.subscribe(after, answers_approvals=True)
-        self._followed[thread_id] = asyncio.create_task(self._forward(session, subscription),
-                                                        name=f"lsp events {thread_id}")
+        self._followed[thread_id] = asyncio.create_task(
+            self._forward(session, subscription), name=f"lsp events {thread_id}"
+        )
 
     def following(self, thread_id: str) -> bool:
         task = self._followed.get(thread_id)
@@ -81,15 +85,16 @@ class AgentLink:
             async for event in subscription:
                 if self.speaks_protocol():
                     self.server.protocol.notify(EVENT_METHOD, event.model_dump(mode="json"))
-                if (isinstance(event, ItemStartedEvent)
-                        and isinstance(event.item, ApprovalRequestItem)
-                        and event.item.id not in self._pending
-                        and session.awaits_approval(event.item.id)):
+                if (
+                    isinstance(event, ItemStartedEvent)
+                    and isinstance(event.item, ApprovalRequestItem)
+                    and event.item.id not in self._pending
+                    and session.awaits_approval(event.item.id)
+                ):
                     # Asked once per connection, and only while it waits: a replay of the
                     # log (a client subscribing again) passes decided ones by.
                     self._ask(session, event.item)
-                elif (isinstance(event, ItemCompletedEvent)
-                        and event.item.id in self._pending):
+                elif isinstance(event, ItemCompletedEvent) and event.item.id in self._pending:
                     # Decided without this client (a timeout, an interrupt, another client):
                     # withdraw the question so the editor stops showing it.
                     self._pending.pop(event.item.id).cancel()
@@ -130,19 +135,22 @@ class AgentLink:
         with contextlib.suppress(SessionError):
             session.respond_approval(item.id, decision, message)
 
-    async def _ask_with_protocol(self, session: ThreadSession, item: ApprovalRequestItem
-                                 ) -> tuple[ApprovalDecision, str | None]:
+    async def _ask_with_protocol(
+        self, session: ThreadSession, item: ApprovalRequestItem
+    ) -> tuple[ApprovalDecision, str | None]:
         params = ApprovalRequestParams(thread_id=session.thread.id, item=item)
         raw = await self._request(APPROVAL_METHOD, params.model_dump(mode="json"))
         answer = ApprovalRequestResponse.model_validate(plain_json(raw))
         return answer.decision, answer.message
 
-    async def _ask_with_message(self, item: ApprovalRequestItem
-                                ) -> tuple[ApprovalDecision, str | None]:
+    async def _ask_with_message(
+        self, item: ApprovalRequestItem
+    ) -> tuple[ApprovalDecision, str | None]:
         params = lsp.ShowMessageRequestParams(
             type=lsp.MessageType.Warning,
             message=f"opencomposer wants to run {item.tool}: {item.summary}\n({item.reason})",
-            actions=[lsp.MessageActionItem(title=title) for title in _CHOICES])
+            actions=[lsp.MessageActionItem(title=title) for title in _CHOICES],
+        )
         chosen = plain_json(await self._request(lsp.WINDOW_SHOW_MESSAGE_REQUEST, params))
         if not isinstance(chosen, dict):  # the prompt was dismissed
             return ApprovalDecision.deny, "the user dismissed the approval prompt"

@@ -36,17 +36,26 @@ CURSOR = lsp.Position(line=1, character=4)
 async def connected(kind: str, home: Path, workspace: Path) -> AsyncIterator[LanguageClient]:
     """A client initialized with the server of `kind`, the bench file open in it."""
     client = LanguageClient("opencomposer-bench", "1")
-    await client.start_io(sys.executable, "-m", "opencomposer.lsp.bench_server", kind,
-                          str(home))
+    await client.start_io(sys.executable, "-m", "opencomposer.lsp.bench_server", kind, str(home))
     try:
-        await client.initialize_async(lsp.InitializeParams(
-            capabilities=lsp.ClientCapabilities(), root_uri=workspace.as_uri(),
-            workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="bench")]))
+        await client.initialize_async(
+            lsp.InitializeParams(
+                capabilities=lsp.ClientCapabilities(),
+                root_uri=workspace.as_uri(),
+                workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="bench")],
+            )
+        )
         client.initialized(lsp.InitializedParams())
-        client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-            text_document=lsp.TextDocumentItem(uri=(workspace / "add.py").as_uri(),
-                                               language_id="python", version=1,
-                                               text=SOURCE)))
+        client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(
+                text_document=lsp.TextDocumentItem(
+                    uri=(workspace / "add.py").as_uri(),
+                    language_id="python",
+                    version=1,
+                    text=SOURCE,
+                )
+            )
+        )
         yield client
         await client.shutdown_async(None)
         client.exit(None)
@@ -70,30 +79,36 @@ async def completions(client: LanguageClient, workspace: Path, count: int) -> li
     params = lsp.InlineCompletionParams(
         text_document=lsp.TextDocumentIdentifier(uri=(workspace / "add.py").as_uri()),
         position=CURSOR,
-        context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Invoked))
+        context=lsp.InlineCompletionContext(trigger_kind=lsp.InlineCompletionTriggerKind.Invoked),
+    )
 
     async def one() -> None:
         result = await client.text_document_inline_completion_async(params)
         if not result:
             raise RuntimeError("the server proposed no completion")
+
     return await timed(count, one)
 
 
-async def first_events(client: LanguageClient, kind: str, workspace: Path,
-                       count: int) -> list[float]:
+async def first_events(
+    client: LanguageClient, kind: str, workspace: Path, count: int
+) -> list[float]:
     """Seconds from a turn's request to its first event (ours) or from a request to the
     notification it sends (bare)."""
     arrived: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     method = "opencomposer/event" if kind == "ours" else EVENT_METHOD
     client.feature(method)(lambda params: arrived.put_nowait(_type(params)))
     if kind == "bare":
+
         async def one() -> None:
             await client.protocol.send_request_async(NOTIFY_METHOD, {})
             await arrived.get()
+
         return await timed(count, one)
 
     started = await client.protocol.send_request_async(
-        "opencomposer/thread/start", {"workspace": str(workspace)})
+        "opencomposer/thread/start", {"workspace": str(workspace)}
+    )
     thread_id = started.thread.id
     while (await arrived.get()) != "thread.started":
         pass
@@ -122,12 +137,22 @@ def _type(params: Any) -> str:
 
 
 def rows(name: str, bare: list[float], ours: list[float], note: str) -> list[Row]:
-    return [Row(f"{name}: p{int(q * 100)}", "bare pygls handler", percentile(bare, q),
-                percentile(ours, q), "s", note) for q in (0.5, 0.99)]
+    return [
+        Row(
+            f"{name}: p{int(q * 100)}",
+            "bare pygls handler",
+            percentile(bare, q),
+            percentile(ours, q),
+            "s",
+            note,
+        )
+        for q in (0.5, 0.99)
+    ]
 
 
-async def run_lsp_bench(*, completions_count: int = 300, turns: int = 100
-                        ) -> tuple[list[Row], dict[str, Any]]:
+async def run_lsp_bench(
+    *, completions_count: int = 300, turns: int = 100
+) -> tuple[list[Row], dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="opencomposer-bench-lsp-") as scratch:
         root = Path(scratch)
         workspace = root / "workspace"
@@ -138,11 +163,20 @@ async def run_lsp_bench(*, completions_count: int = 300, turns: int = 100
             async with connected(kind, root / kind, workspace) as client:
                 figures[kind] = {
                     "completion": await completions(client, workspace, completions_count),
-                    "event": await first_events(client, kind, workspace, turns)}
+                    "event": await first_events(client, kind, workspace, turns),
+                }
     table = [
-        *rows("inline completion, request to response", figures["bare"]["completion"],
-              figures["ours"]["completion"], f"{completions_count} sequential requests"),
-        *rows("event delivery, request to first event", figures["bare"]["event"],
-              figures["ours"]["event"], f"{turns} one-step turns"),
+        *rows(
+            "inline completion, request to response",
+            figures["bare"]["completion"],
+            figures["ours"]["completion"],
+            f"{completions_count} sequential requests",
+        ),
+        *rows(
+            "event delivery, request to first event",
+            figures["bare"]["event"],
+            figures["ours"]["event"],
+            f"{turns} one-step turns",
+        ),
     ]
     return table, {"completions": completions_count, "turns": turns}

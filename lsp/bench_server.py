@@ -24,9 +24,12 @@ EVENT_METHOD = "bench/event"
 
 
 def ours(home: Path) -> LanguageServer:
-    settings = Settings(home=home, models_dir=home / "models",
-                        lsp={"completion": {"debounce_ms": 0}},
-                        agent={"approval": {"writes_workspace": "auto", "dangerous": "auto"}})
+    settings = Settings(
+        home=home,
+        models_dir=home / "models",
+        lsp={"completion": {"debounce_ms": 0}},
+        agent={"approval": {"writes_workspace": "auto", "dangerous": "auto"}},
+    )
     return OpenComposerServer(settings, lambda: InstantEngine(COMPLETION))
 
 
@@ -36,8 +39,13 @@ def bare() -> LanguageServer:
     @server.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, lsp.InlineCompletionOptions())
     def inline_completion(params: lsp.InlineCompletionParams) -> lsp.InlineCompletionList:
         position = params.position
-        return lsp.InlineCompletionList(items=[lsp.InlineCompletionItem(
-            insert_text=COMPLETION, range=lsp.Range(start=position, end=position))])
+        return lsp.InlineCompletionList(
+            items=[
+                lsp.InlineCompletionItem(
+                    insert_text=COMPLETION, range=lsp.Range(start=position, end=position)
+                )
+            ]
+        )
 
     @server.feature(NOTIFY_METHOD)
     def notify(params: Any) -> dict[str, bool]:

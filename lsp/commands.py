@@ -37,14 +37,27 @@ COMPLETION_PARTIALLY_ACCEPTED = "opencomposer.completion.partiallyAccepted"
 COMPLETION_REJECTED = "opencomposer.completion.rejected"
 
 _ACTIONS: dict[str, Action] = {FIX: "fix", EXPLAIN: "explain", TESTS: "tests"}
-_TITLES: dict[Action, str] = {"explain": "Explain this with opencomposer",
-                              "tests": "Write tests for this with opencomposer"}
+_TITLES: dict[Action, str] = {
+    "explain": "Explain this with opencomposer",
+    "tests": "Write tests for this with opencomposer",
+}
 _TYPES = converters.get_converter()
 
 
 class EditorCommands:
-    NAMES = frozenset({ASK, FIX, EXPLAIN, TESTS, STOP, COMPLETION_SHOWN, COMPLETION_ACCEPTED,
-                       COMPLETION_PARTIALLY_ACCEPTED, COMPLETION_REJECTED})
+    NAMES = frozenset(
+        {
+            ASK,
+            FIX,
+            EXPLAIN,
+            TESTS,
+            STOP,
+            COMPLETION_SHOWN,
+            COMPLETION_ACCEPTED,
+            COMPLETION_PARTIALLY_ACCEPTED,
+            COMPLETION_REJECTED,
+        }
+    )
 
     def __init__(self, server: "OpenComposerServer") -> None:
         self.server = server
@@ -52,7 +65,8 @@ class EditorCommands:
 
     def handlers(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         handlers: dict[str, Callable[..., Awaitable[Any]]] = {
-            ASK: self.ask, STOP: self.stop,
+            ASK: self.ask,
+            STOP: self.stop,
             COMPLETION_SHOWN: self._telemetry("shown"),
             COMPLETION_ACCEPTED: self._telemetry("accepted"),
             COMPLETION_PARTIALLY_ACCEPTED: self._telemetry("partially_accepted"),
@@ -69,20 +83,33 @@ class EditorCommands:
         uri, selection = params.text_document.uri, params.range
         actions = []
         for diagnostic in params.context.diagnostics:
-            argument = {"uri": uri, "range": _TYPES.unstructure(diagnostic.range),
-                        "diagnostics": [_TYPES.unstructure(diagnostic)]}
-            actions.append(lsp.CodeAction(
-                title=f"Fix with opencomposer: {_shorten(diagnostic.message)}",
-                kind=lsp.CodeActionKind.QuickFix, diagnostics=[diagnostic],
-                command=lsp.Command(title="Fix with opencomposer", command=FIX,
-                                    arguments=[argument])))
+            argument = {
+                "uri": uri,
+                "range": _TYPES.unstructure(diagnostic.range),
+                "diagnostics": [_TYPES.unstructure(diagnostic)],
+            }
+            actions.append(
+                lsp.CodeAction(
+                    title=f"Fix with opencomposer: {_shorten(diagnostic.message)}",
+                    kind=lsp.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    command=lsp.Command(
+                        title="Fix with opencomposer", command=FIX, arguments=[argument]
+                    ),
+                )
+            )
         if selection.start != selection.end:
             argument = {"uri": uri, "range": _TYPES.unstructure(selection)}
             for command, action in ((EXPLAIN, "explain"), (TESTS, "tests")):
-                actions.append(lsp.CodeAction(
-                    title=_TITLES[action], kind=lsp.CodeActionKind.Refactor,
-                    command=lsp.Command(title=_TITLES[action], command=command,
-                                        arguments=[argument])))
+                actions.append(
+                    lsp.CodeAction(
+                        title=_TITLES[action],
+                        kind=lsp.CodeActionKind.Refactor,
+                        command=lsp.Command(
+                            title=_TITLES[action], command=command, arguments=[argument]
+                        ),
+                    )
+                )
         return actions
 
     # ------------------------------------------------------------------ commands
@@ -92,30 +119,39 @@ class EditorCommands:
         raw = plain_json(arguments[0]) if arguments else None
         if isinstance(raw, str):
             raw = {"text": raw}
-        if not isinstance(raw, dict) or not isinstance(raw.get("text"), str) \
-                or not raw["text"].strip():
-            raise JsonRpcInvalidParams(f"{ASK} takes a question: a string, or an object with "
-                                       "`text` and optionally `uri` and `range`")
+        if (
+            not isinstance(raw, dict)
+            or not isinstance(raw.get("text"), str)
+            or not raw["text"].strip()
+        ):
+            raise JsonRpcInvalidParams(
+                f"{ASK} takes a question: a string, or an object with "
+                "`text` and optionally `uri` and `range`"
+            )
         document = self._document(raw["uri"]) if isinstance(raw.get("uri"), str) else None
         selection = _structure(raw.get("range"), lsp.Range) if raw.get("range") else None
         thread_id = _thread_id(raw)
         root = await self._root(document, thread_id)
-        return await self._start(root, question_request(raw["text"], document, root, selection),
-                                 thread_id)
+        return await self._start(
+            root, question_request(raw["text"], document, root, selection), thread_id
+        )
 
     def _action(self, action: Action) -> Callable[..., Awaitable[dict[str, str]]]:
         async def run(*arguments: Any) -> dict[str, str]:
             raw = plain_json(arguments[0]) if arguments else None
             if not isinstance(raw, dict) or not isinstance(raw.get("uri"), str):
                 raise JsonRpcInvalidParams(
-                    "the command takes `{uri, range, diagnostics?, thread_id?}`")
+                    "the command takes `{uri, range, diagnostics?, thread_id?}`"
+                )
             document = self._document(raw["uri"])
             selection = _structure(raw.get("range"), lsp.Range)
             diagnostics = [_structure(d, lsp.Diagnostic) for d in raw.get("diagnostics") or []]
             thread_id = _thread_id(raw)
             root = await self._root(document, thread_id)
-            return await self._start(root, action_request(action, document, root, selection,
-                                                          diagnostics), thread_id)
+            return await self._start(
+                root, action_request(action, document, root, selection, diagnostics), thread_id
+            )
+
         return run
 
     async def stop(self, *arguments: Any) -> dict[str, list[str]]:
@@ -138,6 +174,7 @@ class EditorCommands:
                 completer.partially_accepted(values[0], length)
             else:
                 getattr(completer, kind)(values[0])
+
         return record
 
     # ------------------------------------------------------------------ threads
@@ -151,8 +188,9 @@ class EditorCommands:
             if inside:
                 return max(inside, key=lambda f: len(f.parts))
         if not folders:
-            raise JsonRpcInvalidParams("open a folder first: opencomposer works in the "
-                                       "editor's workspace folders")
+            raise JsonRpcInvalidParams(
+                "open a folder first: opencomposer works in the editor's workspace folders"
+            )
         return folders[0]
 
     async def _root(self, document: TextDocument | None, thread_id: str | None) -> Path:
@@ -165,8 +203,9 @@ class EditorCommands:
         except SessionError as exc:
             raise session_error(exc) from None
 
-    async def _start(self, root: Path, request: list[UserInput],
-                     thread_id: str | None = None) -> dict[str, str]:
+    async def _start(
+        self, root: Path, request: list[UserInput], thread_id: str | None = None
+    ) -> dict[str, str]:
         """A turn in `thread_id` (a chat the client shows), else in the editor's thread for
         `root`."""
         runtime = self.server.runtime
@@ -176,8 +215,7 @@ class EditorCommands:
                 session = await self._session(thread_id)
             else:
                 known = self._threads.get(root)
-                session = (await self._session(known) if known else
-                           await runtime.start_thread(root))
+                session = await self._session(known) if known else await runtime.start_thread(root)
                 self._threads[root] = session.thread.id
             self.server.link.follow(session, session.log.seq)
             turn = await session.start_turn(request)
@@ -214,4 +252,4 @@ def _structure(value: Any, kind: type) -> Any:
 
 def _shorten(text: str, limit: int = 60) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -41,9 +41,31 @@ ACCEPTED_COMMAND = "opencomposer.completion.accepted"
 # Comment delimiters of languages (VS Code language ids) that do not comment with `#`.
 _COMMENTS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(
-        ("c", "cpp", "csharp", "cuda-cpp", "dart", "go", "java", "javascript",
-         "javascriptreact", "jsonc", "kotlin", "objective-c", "objective-cpp", "php", "proto",
-         "rust", "scala", "swift", "typescript", "typescriptreact", "zig"), ("//", "")),
+        (
+            "c",
+            "cpp",
+            "csharp",
+            "cuda-cpp",
+            "dart",
+            "go",
+            "java",
+            "javascript",
+            "javascriptreact",
+            "jsonc",
+            "kotlin",
+            "objective-c",
+            "objective-cpp",
+            "php",
+            "proto",
+            "rust",
+            "scala",
+            "swift",
+            "typescript",
+            "typescriptreact",
+            "zig",
+        ),
+        ("//", ""),
+    ),
     **dict.fromkeys(("haskell", "lua", "sql"), ("--", "")),
     **dict.fromkeys(("clojure", "lisp", "scheme"), (";", "")),
     **dict.fromkeys(("erlang", "latex", "matlab", "tex"), ("%", "")),
@@ -78,17 +100,23 @@ class _Prompt:
 class InlineCompleter:
     """Completions for one engine. Telemetry goes to `store` when one is given."""
 
-    def __init__(self, engine: Engine, settings: CompletionSettings,
-                 store: TraceStore | None = None) -> None:
+    def __init__(
+        self, engine: Engine, settings: CompletionSettings, store: TraceStore | None = None
+    ) -> None:
         self.engine = engine
         self.settings = settings
         self.store = store
         self._pending: dict[str, asyncio.Task[Proposal | None]] = {}
         self._model: str | None = None
 
-    async def complete(self, document: TextDocument, position: types.Position, *,
-                       related: Sequence[TextDocument] = (),
-                       workspace_root: Path | None = None) -> Proposal | None:
+    async def complete(
+        self,
+        document: TextDocument,
+        position: types.Position,
+        *,
+        related: Sequence[TextDocument] = (),
+        workspace_root: Path | None = None,
+    ) -> Proposal | None:
         """A completion at `position`, or None when the model offers nothing (or completion
         is disabled). Raises `asyncio.CancelledError` when a newer call for the same document
         replaces this one (pygls answers a cancelled handler with RequestCancelled); engine
@@ -112,14 +140,21 @@ class InlineCompleter:
             if self._pending.get(document.uri) is work:
                 del self._pending[document.uri]
 
-    async def _run(self, document: TextDocument, cursor: types.Position, prompt: _Prompt,
-                   workspace_root: Path | None) -> Proposal | None:
+    async def _run(
+        self,
+        document: TextDocument,
+        cursor: types.Position,
+        prompt: _Prompt,
+        workspace_root: Path | None,
+    ) -> Proposal | None:
         await asyncio.sleep(self.settings.debounce_ms / 1000)
         request = GenerationRequest(
             prompt=TextPrompt(prefix=prompt.prefix, suffix=prompt.suffix),
-            sampling=SamplingParams(max_tokens=self.settings.max_tokens,
-                                    temperature=self.settings.temperature,
-                                    stop=[] if prompt.multiline else ["\n"]),
+            sampling=SamplingParams(
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+                stop=[] if prompt.multiline else ["\n"],
+            ),
             model=None,
         )
         started = time.monotonic()
@@ -135,25 +170,42 @@ class InlineCompleter:
                 elif isinstance(event, Finished):
                     self._model = event.result.model or self._model
                     text = event.result.text
-                    text = text[:_end(text, prompt, final=True)]
+                    text = text[: _end(text, prompt, final=True)]
         duration_ms = int((time.monotonic() - started) * 1000)
         text = _trim(text, prompt)
         if not text:
             return None
-        proposal = Proposal(id=uuid.uuid4().hex, text=text,
-                            range=types.Range(start=cursor, end=cursor), uri=document.uri,
-                            model=self._model, multiline=prompt.multiline)
+        proposal = Proposal(
+            id=uuid.uuid4().hex,
+            text=text,
+            range=types.Range(start=cursor, end=cursor),
+            uri=document.uri,
+            model=self._model,
+            multiline=prompt.multiline,
+        )
         if self.store is not None:
-            self.store.record_completion(CompletionRecord(
-                id=proposal.id, path=_relative(document.path, workspace_root), text=text,
-                prefix_length=len(prompt.prefix), suffix_length=len(prompt.suffix),
-                duration_ms=duration_ms,
-                workspace=None if workspace_root is None else str(workspace_root),
-                language=document.language_id, model=proposal.model))
+            self.store.record_completion(
+                CompletionRecord(
+                    id=proposal.id,
+                    path=_relative(document.path, workspace_root),
+                    text=text,
+                    prefix_length=len(prompt.prefix),
+                    suffix_length=len(prompt.suffix),
+                    duration_ms=duration_ms,
+                    workspace=None if workspace_root is None else str(workspace_root),
+                    language=document.language_id,
+                    model=proposal.model,
+                )
+            )
         return proposal
 
-    def _prompt(self, document: TextDocument, offset: int, related: Sequence[TextDocument],
-                workspace_root: Path | None) -> _Prompt:
+    def _prompt(
+        self,
+        document: TextDocument,
+        offset: int,
+        related: Sequence[TextDocument],
+        workspace_root: Path | None,
+    ) -> _Prompt:
         source = document.source
         start = max(0, offset - self.settings.prefix_chars)
         if start > 0:
@@ -167,15 +219,20 @@ class InlineCompleter:
         line_start = source.rfind("\n", 0, offset) + 1
         line_end = source.find("\n", offset)
         before = source[line_start:offset]
-        after = source[offset:len(source) if line_end == -1 else line_end]
+        after = source[offset : len(source) if line_end == -1 else line_end]
         context = self._related(document, related, workspace_root)
         if context:
             context += _comment(document.language_id, _relative(document.path, workspace_root))
-        return _Prompt(prefix=context + source[start:offset], suffix=source[offset:end],
-                       multiline=not after.strip(), indent=len(before) - len(before.lstrip()))
+        return _Prompt(
+            prefix=context + source[start:offset],
+            suffix=source[offset:end],
+            multiline=not after.strip(),
+            indent=len(before) - len(before.lstrip()),
+        )
 
-    def _related(self, document: TextDocument, related: Sequence[TextDocument],
-                 workspace_root: Path | None) -> str:
+    def _related(
+        self, document: TextDocument, related: Sequence[TextDocument], workspace_root: Path | None
+    ) -> str:
         """Other open documents of the language, each under a comment naming its path, whole
         lines from the top, until `related_chars` is spent."""
         budget = self.settings.related_chars
@@ -187,7 +244,7 @@ class InlineCompleter:
             room = budget - len(header)
             text = other.source[:room] if room > 0 else ""
             if len(other.source) > room:
-                text = text[:text.rfind("\n") + 1]
+                text = text[: text.rfind("\n") + 1]
             if not text.strip():
                 continue
             text += "" if text.endswith("\n") else "\n"
@@ -212,23 +269,32 @@ class InlineCompleter:
 
     def _event(self, proposal_id: str, kind: str, detail: dict[str, int] | None = None) -> None:
         if self.store is not None and not self.store.record_completion_event(
-                proposal_id, kind, detail):
+            proposal_id, kind, detail
+        ):
             log.debug("%s for an unknown completion %r ignored", kind, proposal_id)
 
 
 def inline_items(proposal: Proposal) -> list[types.InlineCompletionItem]:
     """The `textDocument/inlineCompletion` result."""
-    return [types.InlineCompletionItem(insert_text=proposal.text, range=proposal.range,
-                                       command=_accepted(proposal))]
+    return [
+        types.InlineCompletionItem(
+            insert_text=proposal.text, range=proposal.range, command=_accepted(proposal)
+        )
+    ]
 
 
 def completion_items(proposal: Proposal) -> list[types.CompletionItem]:
     """The `textDocument/completion` result, for editors without inline completion."""
     label = next((line.strip() for line in proposal.text.splitlines() if line.strip()), "")
-    return [types.CompletionItem(
-        label=label, kind=types.CompletionItemKind.Text,
-        text_edit=types.TextEdit(range=proposal.range, new_text=proposal.text),
-        insert_text_format=types.InsertTextFormat.PlainText, command=_accepted(proposal))]
+    return [
+        types.CompletionItem(
+            label=label,
+            kind=types.CompletionItemKind.Text,
+            text_edit=types.TextEdit(range=proposal.range, new_text=proposal.text),
+            insert_text_format=types.InsertTextFormat.PlainText,
+            command=_accepted(proposal),
+        )
+    ]
 
 
 def _accepted(proposal: Proposal) -> types.Command:

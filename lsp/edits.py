@@ -35,9 +35,15 @@ APPLY_TIMEOUT = 30.0
 class EditorWriter:
     """A `Writer` (agent.tools.workspace) that goes through the editor where it can."""
 
-    def __init__(self, server: LanguageServer, documents: OpenDocuments,
-                 settings: LspSettings, *, root: Path,
-                 client_shows_changes: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        server: LanguageServer,
+        documents: OpenDocuments,
+        settings: LspSettings,
+        *,
+        root: Path,
+        client_shows_changes: Callable[[], bool],
+    ) -> None:
         """`root`: the workspace, beneath which disk writes go (see agent.tools.beneath).
         `client_shows_changes`: the client renders the agent's changes itself (it speaks
         the protocol), so revealing each file is left to an explicit setting."""
@@ -60,9 +66,11 @@ class EditorWriter:
         if document is not None:
             self._expect_written(path, version, data)
         if refused is not None:
-            self._tell(lsp.MessageType.Warning,
-                       f"opencomposer wrote {path.name} to disk: the editor did not take the "
-                       f"edit ({refused}). Reload the file to see it.")
+            self._tell(
+                lsp.MessageType.Warning,
+                f"opencomposer wrote {path.name} to disk: the editor did not take the "
+                f"edit ({refused}). Reload the file to see it.",
+            )
         await self._reveal(path)
 
     async def delete(self, path: Path) -> None:
@@ -88,11 +96,11 @@ class EditorWriter:
             return None
         version = document.version
         edits = line_edits(document, current, text)
-        identifier = lsp.OptionalVersionedTextDocumentIdentifier(uri=document.uri,
-                                                                 version=version)
+        identifier = lsp.OptionalVersionedTextDocumentIdentifier(uri=document.uri, version=version)
         if _supports_document_changes(self.server):
-            edit = lsp.WorkspaceEdit(document_changes=[
-                lsp.TextDocumentEdit(text_document=identifier, edits=list(edits))])
+            edit = lsp.WorkspaceEdit(
+                document_changes=[lsp.TextDocumentEdit(text_document=identifier, edits=list(edits))]
+            )
         else:
             edit = lsp.WorkspaceEdit(changes={document.uri: list(edits)})
         params = lsp.ApplyWorkspaceEditParams(edit=edit, label=f"opencomposer: {path.name}")
@@ -144,9 +152,14 @@ def line_edits(document: TextDocument, old: str, new: str) -> list[lsp.TextEdit]
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        edits.append(lsp.TextEdit(range=lsp.Range(start=_line_start(document, before, i1),
-                                                  end=_line_start(document, before, i2)),
-                                  new_text="".join(after[j1:j2])))
+        edits.append(
+            lsp.TextEdit(
+                range=lsp.Range(
+                    start=_line_start(document, before, i1), end=_line_start(document, before, i2)
+                ),
+                new_text="".join(after[j1:j2]),
+            )
+        )
     return edits
 
 
@@ -156,8 +169,9 @@ def _line_start(document: TextDocument, lines: list[str], index: int) -> lsp.Pos
     if index < len(lines) or not lines or lines[-1].endswith(("\n", "\r")):
         return lsp.Position(line=index, character=0)
     last = lines[-1]
-    return lsp.Position(line=len(lines) - 1,
-                        character=document.position_codec.client_num_units(last))
+    return lsp.Position(
+        line=len(lines) - 1, character=document.position_codec.client_num_units(last)
+    )
 
 
 def _newlines_like(current: str, text: str) -> str:

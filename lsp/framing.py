@@ -129,10 +129,14 @@ class MessageReader:
             raise FramingError(f"Content-Length is not a decimal number: {_shown(value)}")
         digits = value.lstrip(b"0")
         # Compared as text first: int() refuses numbers of over 4300 digits.
-        if len(digits) > len(str(self.max_message_bytes)) or int(digits or b"0") > \
-                self.max_message_bytes:
-            raise FramingError(f"Content-Length {_shown(value)} is over the limit of "
-                               f"{self.max_message_bytes} bytes")
+        if (
+            len(digits) > len(str(self.max_message_bytes))
+            or int(digits or b"0") > self.max_message_bytes
+        ):
+            raise FramingError(
+                f"Content-Length {_shown(value)} is over the limit of "
+                f"{self.max_message_bytes} bytes"
+            )
         if not digits:
             raise FramingError("Content-Length is 0: a message is a JSON value")
         return int(digits)
@@ -140,8 +144,9 @@ class MessageReader:
     async def _body(self, length: int) -> bytearray:
         while len(self._buffer) < length:
             if not await self._fill(min(length - len(self._buffer), READ_BYTES)):
-                raise FramingError(f"the stream ended inside a message ({len(self._buffer)} of "
-                                   f"{length} bytes)")
+                raise FramingError(
+                    f"the stream ended inside a message ({len(self._buffer)} of {length} bytes)"
+                )
         if len(self._buffer) == length:  # the usual case for a large body: no copy
             body, self._buffer = self._buffer, bytearray()
             return body

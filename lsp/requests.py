@@ -19,29 +19,37 @@ Action = Literal["fix", "explain", "tests"]
 
 ASKS: dict[Action, str] = {
     "fix": "Fix this problem in {path}:\n{problems}\nMake the smallest change that fixes it, "
-           "then check it (run the relevant test or linter if there is one).",
+    "then check it (run the relevant test or linter if there is one).",
     "explain": "Explain what this code in {path} does, how it fits into the project, and "
-               "anything surprising about it. Do not change any file.",
+    "anything surprising about it. Do not change any file.",
     "tests": "Write tests for this code in {path}, in the project's existing test style and "
-             "framework, covering its normal cases and its edge cases. Run them.",
+    "framework, covering its normal cases and its edge cases. Run them.",
 }
 
 MAX_REFERENCE_CHARS = 20_000
 """Longest selection sent whole; a longer one is sent as its line range only."""
 
 
-def action_request(action: Action, document: TextDocument, root: Path, selection: lsp.Range,
-                   diagnostics: list[lsp.Diagnostic] = ()) -> list[UserInput]:
+def action_request(
+    action: Action,
+    document: TextDocument,
+    root: Path,
+    selection: lsp.Range,
+    diagnostics: list[lsp.Diagnostic] = (),
+) -> list[UserInput]:
     """The turn input for an editor action on `selection` of `document`."""
     path = relative_path(document, root)
-    problems = "\n".join(f"- line {d.range.start.line + 1}: {d.message}"
-                         + (f" ({d.source})" if d.source else "") for d in diagnostics)
+    problems = "\n".join(
+        f"- line {d.range.start.line + 1}: {d.message}" + (f" ({d.source})" if d.source else "")
+        for d in diagnostics
+    )
     text = ASKS[action].format(path=path, problems=problems or "- (no diagnostic given)")
     return [TextInput(text=text), reference(document, root, _whole_lines(selection))]
 
 
-def question_request(question: str, document: TextDocument | None, root: Path,
-                     selection: lsp.Range | None) -> list[UserInput]:
+def question_request(
+    question: str, document: TextDocument | None, root: Path, selection: lsp.Range | None
+) -> list[UserInput]:
     """A free question, pointing at the selection (or the file) it was asked from."""
     inputs: list[UserInput] = [TextInput(text=question)]
     if document is not None:
@@ -54,9 +62,12 @@ def reference(document: TextDocument, root: Path, lines: lsp.Range | None) -> Fi
     if lines is None or lines.start == lines.end:
         return FileReference(path=path)
     first, last = lines.start.line, max(lines.start.line, lines.end.line - 1)
-    text = "".join(document.lines[first:last + 1])
-    return FileReference(path=path, range=LineRange(start=first + 1, end=last + 1),
-                         text=text if len(text) <= MAX_REFERENCE_CHARS else None)
+    text = "".join(document.lines[first : last + 1])
+    return FileReference(
+        path=path,
+        range=LineRange(start=first + 1, end=last + 1),
+        text=text if len(text) <= MAX_REFERENCE_CHARS else None,
+    )
 
 
 def relative_path(document: TextDocument, root: Path) -> str:
@@ -69,5 +80,7 @@ def _whole_lines(selection: lsp.Range) -> lsp.Range:
     the start of a line does not include that line."""
     end_line = selection.end.line + (1 if selection.end.character > 0 else 0)
     end_line = max(end_line, selection.start.line + 1)
-    return lsp.Range(start=lsp.Position(line=selection.start.line, character=0),
-                     end=lsp.Position(line=end_line, character=0))
+    return lsp.Range(
+        start=lsp.Position(line=selection.start.line, character=0),
+        end=lsp.Position(line=end_line, character=0),
+    )

@@ -115,8 +115,7 @@ class GuardedProtocol(LanguageServerProtocol):
         """pygls puts the traceback of a handler's unexpected exception in the error it sends;
         it goes to the log instead, and the client gets the message."""
         if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
-            log.error("a handler failed: %s\n%s", error.message,
-                      "".join(error.data["traceback"]))
+            log.error("a handler failed: %s\n%s", error.message, "".join(error.data["traceback"]))
             error = lsp.ResponseError(code=error.code, message=error.message)
         super()._send_response(msg_id, result, error)
 
@@ -130,8 +129,9 @@ class GuardedProtocol(LanguageServerProtocol):
 
 
 class OpenComposerServer(LanguageServer):
-    def __init__(self, settings: Settings, engine_factory: Callable[[], Engine], *,
-                 token: str | None = None) -> None:
+    def __init__(
+        self, settings: Settings, engine_factory: Callable[[], Engine], *, token: str | None = None
+    ) -> None:
         """`engine_factory` is called once the client has initialized. `token`: what a TCP
         connection must send in `initializationOptions.token` (checked by `lsp.tcp` before the
         connection reaches this server)."""
@@ -177,8 +177,13 @@ class OpenComposerServer(LanguageServer):
         return [*self.folders(), *self.settings.server.workspace_roots]
 
     def _workspace_for(self, root: Path) -> AgentWorkspace:
-        writer = EditorWriter(self, self.documents, self.lsp_settings, root=root,
-                              client_shows_changes=lambda: self.speaks_protocol)
+        writer = EditorWriter(
+            self,
+            self.documents,
+            self.lsp_settings,
+            root=root,
+            client_shows_changes=lambda: self.speaks_protocol,
+        )
         return AgentWorkspace(root, writer=writer, overlay=self.documents)
 
     def _initialize(self, params: lsp.InitializeParams) -> None:
@@ -192,18 +197,20 @@ class OpenComposerServer(LanguageServer):
         if declared is not None and declared is not False:
             self.speaks_protocol = True
         engine = self._engine_factory()
-        self.runtime = AgentRuntime(self.settings, engine,
-                                    workspace_factory=self._workspace_for)
+        self.runtime = AgentRuntime(self.settings, engine, workspace_factory=self._workspace_for)
         self.api = AgentAPI(self.runtime, self.thread_roots)
-        self.completer = InlineCompleter(engine, self.lsp_settings.completion,
-                                         self.runtime.store)
+        self.completer = InlineCompleter(engine, self.lsp_settings.completion, self.runtime.store)
         self.ready = True
         if self.client_log is not None:
             self.client_log.connect(self, asyncio.get_running_loop())
         client = params.client_info.name if params.client_info else "an unnamed client"
-        log.info("opencomposer %s serving %s: engine %s, workspace folders %s", __version__,
-                 client, self.settings.engine.backend,
-                 ", ".join(map(str, self.folders())) or "none")
+        log.info(
+            "opencomposer %s serving %s: engine %s, workspace folders %s",
+            __version__,
+            client,
+            self.settings.engine.backend,
+            ", ".join(map(str, self.folders())) or "none",
+        )
 
     def apply_options(self, options: dict[str, Any]) -> None:
         """Editor-side settings: `completion`, `applyEdits`, `revealEdits`. Only these: the
@@ -268,12 +275,14 @@ class OpenComposerServer(LanguageServer):
                     try:
                         self.apply_options(section)
                     except JsonRpcInvalidParams as exc:
-                        self.window_show_message(lsp.ShowMessageParams(
-                            type=lsp.MessageType.Error, message=exc.message))
+                        self.window_show_message(
+                            lsp.ShowMessageParams(type=lsp.MessageType.Error, message=exc.message)
+                        )
 
         @self.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, lsp.InlineCompletionOptions())
-        async def inline_completion(params: lsp.InlineCompletionParams
-                                    ) -> lsp.InlineCompletionList | None:
+        async def inline_completion(
+            params: lsp.InlineCompletionParams,
+        ) -> lsp.InlineCompletionList | None:
             proposal = await self._complete(params.text_document.uri, params.position)
             if proposal is None:
                 return None
@@ -291,8 +300,12 @@ class OpenComposerServer(LanguageServer):
                 return None
             return lsp.CompletionList(is_incomplete=True, items=completion_items(proposal))
 
-        @self.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
-            code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Refactor]))
+        @self.feature(
+            lsp.TEXT_DOCUMENT_CODE_ACTION,
+            lsp.CodeActionOptions(
+                code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Refactor]
+            ),
+        )
         def code_action(params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
             return self.editor_commands.code_actions(params)
 
@@ -336,16 +349,21 @@ class OpenComposerServer(LanguageServer):
         if self.completer is None or not self.lsp_settings.completion.enabled:
             return None
         document = self.workspace.get_text_document(uri)
-        related = [d for d in self.workspace.text_documents.values()
-                   if d.uri != uri and d.language_id == document.language_id]
+        related = [
+            d
+            for d in self.workspace.text_documents.values()
+            if d.uri != uri and d.language_id == document.language_id
+        ]
         # A file opened on its own (no folder) still gets completions, with absolute paths.
         root = self.editor_commands.root_of(document) if self.folders() else None
         try:
-            return await self.completer.complete(document, position, related=related,
-                                                 workspace_root=root)
+            return await self.completer.complete(
+                document, position, related=related, workspace_root=root
+            )
         except EngineError as exc:  # no model, a server down: say so, not a traceback
-            raise JsonRpcException(exc.message, code=REQUEST_FAILED,
-                                   data={"kind": exc.kind}) from None
+            raise JsonRpcException(
+                exc.message, code=REQUEST_FAILED, data={"kind": exc.kind}
+            ) from None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A message that could not be read (malformed JSON, params of the wrong shape) gets
@@ -354,39 +372,56 @@ class OpenComposerServer(LanguageServer):
         Handler failures were already answered by pygls."""
         if source is JsonRpcException and getattr(error, "answered", True):
             # Not JSON: a syntax error, bytes that are not UTF-8, nesting Python cannot recurse.
-            code = -32700 if isinstance(error, ValueError | RecursionError) else \
-                getattr(error, "code", -32600)
+            code = (
+                -32700
+                if isinstance(error, ValueError | RecursionError)
+                else getattr(error, "code", -32600)
+            )
             message = f"cannot read the message: {error}"
-            self.protocol._send_data({"jsonrpc": "2.0", "id": getattr(error, "msg_id", None),
-                                      "error": {"code": code, "message": message}})
-        log.warning("LSP error", extra={"error": repr(error), "source": getattr(source, "__name__",
-                                                                                   str(source))})
+            self.protocol._send_data(
+                {
+                    "jsonrpc": "2.0",
+                    "id": getattr(error, "msg_id", None),
+                    "error": {"code": code, "message": message},
+                }
+            )
+        log.warning(
+            "LSP error",
+            extra={"error": repr(error), "source": getattr(source, "__name__", str(source))},
+        )
 
 
 def _plain_function(handler: Callable[..., Any]) -> Callable[..., Any]:
     """pygls marks a command's handler with attributes, which a bound method cannot take."""
+
     async def run(*arguments: Any) -> Any:
         return await handler(*arguments)
+
     return run
 
 
 def protocol_capabilities() -> dict[str, Any]:
     """`capabilities.experimental.opencomposer`: how a client reaches the agent."""
-    return {"opencomposer": {
-        "version": __version__,
-        "methods": [METHOD_PREFIX + method for method in AgentAPI.METHODS],
-        "events": EVENT_METHOD,
-        "approvals": APPROVAL_METHOD,
-        "commands": sorted(EditorCommands.NAMES),
-    }}
+    return {
+        "opencomposer": {
+            "version": __version__,
+            "methods": [METHOD_PREFIX + method for method in AgentAPI.METHODS],
+            "events": EVENT_METHOD,
+            "approvals": APPROVAL_METHOD,
+            "commands": sorted(EditorCommands.NAMES),
+        }
+    }
 
 
 def advertised_capabilities(server: OpenComposerServer) -> dict[str, Any]:
     """What `initialize` answers, for a client that declares no capabilities (UTF-16)."""
     manager = server.protocol.fm
     capabilities = ServerCapabilitiesBuilder(
-        lsp.ClientCapabilities(), {*manager.features, *manager.builtin_features},
-        manager.feature_options, list(manager.commands), lsp.TextDocumentSyncKind.Incremental,
+        lsp.ClientCapabilities(),
+        {*manager.features, *manager.builtin_features},
+        manager.feature_options,
+        list(manager.commands),
+        lsp.TextDocumentSyncKind.Incremental,
     ).build()
     capabilities.experimental = protocol_capabilities()
     return server.protocol._converter.unstructure(capabilities)

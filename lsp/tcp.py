@@ -54,27 +54,36 @@ def refusal(body: bytes | bytearray, token: str) -> Refusal | None:
         message = json.loads(body)
     except (ValueError, RecursionError):
         return Refusal("its first message is not JSON")
-    if not isinstance(message, dict) or "id" not in message \
-            or not isinstance(message.get("method"), str):
+    if (
+        not isinstance(message, dict)
+        or "id" not in message
+        or not isinstance(message.get("method"), str)
+    ):
         return Refusal("its first message is not a request")
     msg_id = message["id"] if isinstance(message["id"], int | str) else None
     if message["method"] != "initialize":
         error = JsonRpcServerNotInitialized(f"{message['method'][:60]} before initialize")
-        return Refusal(f"its first request is {message['method'][:60]!r}",
-                       _error_reply(msg_id, error.code, error.message))
+        return Refusal(
+            f"its first request is {message['method'][:60]!r}",
+            _error_reply(msg_id, error.code, error.message),
+        )
     params = message.get("params")
     options = params.get("initializationOptions") if isinstance(params, dict) else None
     offered = options.get("token") if isinstance(options, dict) else None
     # surrogatepass: JSON may carry a lone surrogate, which strict UTF-8 cannot encode.
     if not isinstance(offered, str) or not hmac.compare_digest(
-            offered.encode("utf-8", "surrogatepass"), token.encode()):
-        return Refusal("its initialize has no valid token",
-                       _error_reply(msg_id, REQUEST_FAILED, UNAUTHORIZED, {"kind": "unauthorized"}))
+        offered.encode("utf-8", "surrogatepass"), token.encode()
+    ):
+        return Refusal(
+            "its initialize has no valid token",
+            _error_reply(msg_id, REQUEST_FAILED, UNAUTHORIZED, {"kind": "unauthorized"}),
+        )
     return None
 
 
-def _error_reply(msg_id: int | str | None, code: int, message: str,
-                 data: Any = None) -> dict[str, Any]:
+def _error_reply(
+    msg_id: int | str | None, code: int, message: str, data: Any = None
+) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
@@ -98,8 +107,7 @@ class Gate:
         self.admitted: asyncio.Future[Admitted] = asyncio.get_running_loop().create_future()
         self._strangers: set[asyncio.StreamWriter] = set()
 
-    async def connected(self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter
-                        ) -> None:
+    async def connected(self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """asyncio's callback for an accepted connection: it closes the connection unless it
         is let in, and every refusal ends in a log line, not an exception (asyncio would log
         its traceback)."""
@@ -117,12 +125,16 @@ class Gate:
         elif body is not None:
             self.admitted.set_result(Admitted(reader, writer, body))
             return
-        log.warning("refused an LSP connection: %s", why,
-                    extra={"peer": str(writer.get_extra_info("peername"))})
+        log.warning(
+            "refused an LSP connection: %s",
+            why,
+            extra={"peer": str(writer.get_extra_info("peername"))},
+        )
         writer.close()
 
-    async def _first_message(self, reader: MessageReader, writer: asyncio.StreamWriter
-                             ) -> tuple[bytearray | None, str]:
+    async def _first_message(
+        self, reader: MessageReader, writer: asyncio.StreamWriter
+    ) -> tuple[bytearray | None, str]:
         """The connection's `initialize` when it may come in, else why not."""
         try:
             async with asyncio.timeout(AUTH_DEADLINE_S):
@@ -155,8 +167,9 @@ async def listen(server: Served, host: str, port: int, token: str) -> int:
     try:
         listener = await asyncio.start_server(gate.connected, host, port)
     except OSError as exc:  # the port is taken, or not ours to take
-        log.error("cannot listen on %s:%d: %s", host, port,
-                  os.strerror(exc.errno) if exc.errno else exc)
+        log.error(
+            "cannot listen on %s:%d: %s", host, port, os.strerror(exc.errno) if exc.errno else exc
+        )
         return 1
     log.info("listening on %s:%d", host, port)
     try:

@@ -55,8 +55,9 @@ def dispatch(server: Served, body: bytes | bytearray) -> None:
         server.report_server_error(exc, JsonRpcException)
 
 
-async def serve_stream(server: Served, reader: MessageReader,
-                       first: bytearray | None = None) -> int:
+async def serve_stream(
+    server: Served, reader: MessageReader, first: bytearray | None = None
+) -> int:
     """Dispatch `first` (a message the caller already read), then every message of `reader`.
     When the stream ends, requests still being handled are cancelled and the runtime is closed
     while the loop still runs (asyncio.run's teardown would cancel every task at once, and a

@@ -70,10 +70,13 @@ class TurnFeedback:
         if turn_id not in self._progress:  # the turn ended while the client answered
             progress.end(token, lsp.WorkDoneProgressEnd())
             return
-        progress.begin(token, lsp.WorkDoneProgressBegin(
-            title="opencomposer", message="thinking", cancellable=True))
+        progress.begin(
+            token,
+            lsp.WorkDoneProgressBegin(title="opencomposer", message="thinking", cancellable=True),
+        )
         progress.tokens[token].add_done_callback(
-            lambda future: future.cancelled() and self._cancel(session, turn_id))
+            lambda future: future.cancelled() and self._cancel(session, turn_id)
+        )
 
     def _cancel(self, session: ThreadSession, turn_id: str) -> None:
         """The user pressed cancel on the progress: interrupt the turn."""
@@ -86,13 +89,13 @@ class TurnFeedback:
         token = self._progress.get(turn_id)
         if token is not None and token in self.server.work_done_progress.tokens:
             self.server.work_done_progress.report(
-                token, lsp.WorkDoneProgressReport(message=message[:200]))
+                token, lsp.WorkDoneProgressReport(message=message[:200])
+            )
 
     def _finish(self, turn_id: str, status: TurnStatus, error: str | None) -> None:
         token = self._progress.pop(turn_id, None)
         if token is not None and token in self.server.work_done_progress.tokens:
-            self.server.work_done_progress.end(
-                token, lsp.WorkDoneProgressEnd(message=status.value))
+            self.server.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=status.value))
             self.server.work_done_progress.tokens.pop(token, None)
         answer = self._answers.pop(turn_id, None)
         if turn_id not in self.announce:

@@ -36,5 +36,6 @@ def plain_json(value: Any) -> Any:
 
 
 def session_error(exc: SessionError) -> JsonRpcException:
-    return JsonRpcException(exc.message, code=SESSION_ERROR_CODES.get(exc.kind, REQUEST_FAILED),
-                            data={"kind": exc.kind})
+    return JsonRpcException(
+        exc.message, code=SESSION_ERROR_CODES.get(exc.kind, REQUEST_FAILED), data={"kind": exc.kind}
+    )

@@ -63,30 +63,46 @@ def _keep_first_group(match: re.Match[str]) -> str:
 # Shapes made only of _RUN characters: a match never spans a space or punctuation.
 _RUN_SHAPES = [
     _Shape(("sk-",), re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,512}")),  # OpenAI etc.
-    _Shape(("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-           re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,255}")),  # GitHub
+    _Shape(
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,255}")
+    ),  # GitHub
     _Shape(("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,255}")),
     _Shape(("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,64}")),  # GitLab
     _Shape(("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,255}")),  # Hugging Face
     _Shape(("xox",), re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,255}")),  # Slack
     _Shape(("npm_",), re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),  # npm
-    _Shape(("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
-           re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,255}")),  # Stripe
+    _Shape(
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,255}"),
+    ),  # Stripe
     _Shape(("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),  # AWS key ids
     _Shape(("AIza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),  # Google API keys
-    _Shape(("eyJ",), re.compile(  # JSON Web Tokens: header.payload.signature
-        r"\beyJ[A-Za-z0-9_\-]{10,1024}\.eyJ[A-Za-z0-9_\-]{10,1024}\.[A-Za-z0-9_\-]{10,1024}")),
+    _Shape(
+        ("eyJ",),
+        re.compile(  # JSON Web Tokens: header.payload.signature
+            r"\beyJ[A-Za-z0-9_\-]{10,1024}\.eyJ[A-Za-z0-9_\-]{10,1024}\.[A-Za-z0-9_\-]{10,1024}"
+        ),
+    ),
 ]
 # A private key: through its END line, or (cut short, e.g. by an output cap) as far as its
 # body goes.
-_PRIVATE_KEY = _Shape(("PRIVATE KEY-----",), re.compile(
-    _PEM_HEAD.pattern + rf"(?:[\s\S]{{0,{PEM_SPAN}}}?{_PEM_END.pattern}"
-    rf"|[A-Za-z0-9+/=\s:,\-]{{0,{PEM_SPAN}}})"))
+_PRIVATE_KEY = _Shape(
+    ("PRIVATE KEY-----",),
+    re.compile(
+        _PEM_HEAD.pattern + rf"(?:[\s\S]{{0,{PEM_SPAN}}}?{_PEM_END.pattern}"
+        rf"|[A-Za-z0-9+/=\s:,\-]{{0,{PEM_SPAN}}})"
+    ),
+)
 # The password in a URL (`postgres://user:password@host`); the user name stays.
-_URL_PASSWORD = _Shape(("://",), re.compile(r"(://[^\s:/@]{1,256}:)[^\s/@]{1,256}(?=@)"),
-                       _keep_first_group)
-_BEARER = _Shape(("bearer",), re.compile(r"(?i)\b(bearer\s{1,16})[A-Za-z0-9._~+/\-]{8,2048}={0,2}"),
-                 _keep_first_group, any_case=True)
+_URL_PASSWORD = _Shape(
+    ("://",), re.compile(r"(://[^\s:/@]{1,256}:)[^\s/@]{1,256}(?=@)"), _keep_first_group
+)
+_BEARER = _Shape(
+    ("bearer",),
+    re.compile(r"(?i)\b(bearer\s{1,16})[A-Za-z0-9._~+/\-]{8,2048}={0,2}"),
+    _keep_first_group,
+    any_case=True,
+)
 _SHAPES = [*_RUN_SHAPES, _PRIVATE_KEY, _URL_PASSWORD, _BEARER]
 
 
@@ -107,8 +123,22 @@ def mask_shapes(text: str) -> str:
 # Stems of the shapes' literals, fewer than the literals (`gh` for four GitHub prefixes):
 # telling that none occurs takes one scan each (measured on 2.7 kB events: every literal,
 # 42 µs; these stems, 31 µs).
-_STEMS = ("://", "AIza", "AKIA", "ASIA", "PRIVATE KEY-----", "eyJ", "gh", "github_pat_",
-          "glpat-", "hf_", "npm_", "rk_", "sk", "xox")
+_STEMS = (
+    "://",
+    "AIza",
+    "AKIA",
+    "ASIA",
+    "PRIVATE KEY-----",
+    "eyJ",
+    "gh",
+    "github_pat_",
+    "glpat-",
+    "hf_",
+    "npm_",
+    "rk_",
+    "sk",
+    "xox",
+)
 
 
 def _any_shape(text: str) -> bool:
@@ -132,8 +162,9 @@ class Redactor:
     never sees the child's.
     """
 
-    def __init__(self, secrets: Iterable[str | None] = (), *,
-                 parent: "Redactor | None" = None) -> None:
+    def __init__(
+        self, secrets: Iterable[str | None] = (), *, parent: "Redactor | None" = None
+    ) -> None:
         self._parent = parent
         self._own: set[str] = set()
         self._changes = 0
@@ -230,7 +261,8 @@ _RUN = re.compile(r"[\w\-.~+/=]*")  # matched on the reversed text: linear, not 
 # The end of a text that may still become a private-key header, a URL password or a bearer
 # token once more text arrives.
 _PENDING_KEY_HEAD = re.compile(
-    r"-(?:-(?:-(?:-(?:-(?:B(?:E(?:G(?:I(?:N(?: [A-Z ]{0,52}-{0,4})?)?)?)?)?)?)?)?)?)?\Z")
+    r"-(?:-(?:-(?:-(?:-(?:B(?:E(?:G(?:I(?:N(?: [A-Z ]{0,52}-{0,4})?)?)?)?)?)?)?)?)?)?\Z"
+)
 _PENDING_URL_PASSWORD = re.compile(r":(?:/(?:/[^\s:/@]{0,256}(?::[^\s/@]{0,256})?)?)?\Z")
 _PENDING_BEARER = re.compile(r"(?i)\bbearer\s{0,16}[A-Za-z0-9._~+/\-]*={0,2}\Z")
 # How far before a text's end such a match can begin: the longest each can be.
@@ -243,8 +275,12 @@ _BEARER_REACH = 2100  # "bearer", 16 spaces, a 2,048-character token, "=="
 class _Stage:
     """One step of a stream's redaction, holding back the tail its matches may still need."""
 
-    def __init__(self, mask: Callable[[str], str], pending: Callable[[str], int],
-                 matches: Callable[[str, int], Iterable[tuple[int, int]]]) -> None:
+    def __init__(
+        self,
+        mask: Callable[[str], str],
+        pending: Callable[[str], int],
+        matches: Callable[[str, int], Iterable[tuple[int, int]]],
+    ) -> None:
         self._mask = mask
         self._pending = pending
         self._matches = matches
@@ -277,6 +313,7 @@ def _pattern_matches(*shapes: _Shape) -> Callable[[str, int], Iterable[tuple[int
         for shape in shapes:
             if shape.present(text):
                 yield from (m.span() for m in shape.pattern.finditer(text, start))
+
     return matches
 
 
@@ -288,6 +325,7 @@ def _masking(*shapes: _Shape) -> Callable[[str], str]:
             for shape in shapes:
                 text = shape.mask(text)
         return text
+
     return mask
 
 
@@ -295,6 +333,7 @@ def _pending_at(pattern: re.Pattern[str], reach: int) -> Callable[[str], int]:
     def pending(text: str) -> int:
         found = pattern.search(text, max(0, len(text) - reach))
         return found.start() if found else len(text)
+
     return pending
 
 
@@ -330,14 +369,21 @@ class StreamRedactor:
 
     def __init__(self, redactor: Redactor) -> None:
         self._stages = [
-            _Stage(redactor.mask_secrets, lambda text: redactor.index().pending(text),
-                   lambda text, cut: redactor.index().matches(text, cut)),
+            _Stage(
+                redactor.mask_secrets,
+                lambda text: redactor.index().pending(text),
+                lambda text, cut: redactor.index().matches(text, cut),
+            ),
             _Stage(_masking(*_RUN_SHAPES), _pending_run, _pattern_matches(*_RUN_SHAPES)),
             _Stage(_PRIVATE_KEY.mask, _pending_private_key, _pattern_matches(_PRIVATE_KEY)),
-            _Stage(_URL_PASSWORD.mask, _pending_at(_PENDING_URL_PASSWORD, _URL_PASSWORD_REACH),
-                   _pattern_matches(_URL_PASSWORD)),
-            _Stage(_BEARER.mask, _pending_at(_PENDING_BEARER, _BEARER_REACH),
-                   _pattern_matches(_BEARER)),
+            _Stage(
+                _URL_PASSWORD.mask,
+                _pending_at(_PENDING_URL_PASSWORD, _URL_PASSWORD_REACH),
+                _pattern_matches(_URL_PASSWORD),
+            ),
+            _Stage(
+                _BEARER.mask, _pending_at(_PENDING_BEARER, _BEARER_REACH), _pattern_matches(_BEARER)
+            ),
         ]
 
     def push(self, text: str) -> str:
@@ -367,8 +413,9 @@ class SecretIndex:
         self._longest = len(secrets[0]) if secrets else 0
         # A lookahead finds overlapping occurrences; longest first, so each start reports
         # the longest secret there.
-        self._occurrences = re.compile(
-            "(?=(" + "|".join(map(re.escape, secrets)) + "))") if secrets else None
+        self._occurrences = (
+            re.compile("(?=(" + "|".join(map(re.escape, secrets)) + "))") if secrets else None
+        )
 
     def pending(self, text: str) -> int:
         """The start of the longest suffix of `text` that is a proper beginning of a secret,
@@ -411,8 +458,11 @@ def _char_class(char: str) -> str:
 def looks_random(value: str) -> bool:
     """A generated key or token: long, of token characters only, changing between lower
     case, upper case and digits often (see _RANDOM_MIN_CHANGES)."""
-    if (len(value) < _RANDOM_MIN_LENGTH or value.startswith("/")
-            or _TOKEN_CHARS.fullmatch(value) is None):
+    if (
+        len(value) < _RANDOM_MIN_LENGTH
+        or value.startswith("/")
+        or _TOKEN_CHARS.fullmatch(value) is None
+    ):
         return False
     classes = [_char_class(c) for c in value if c.isalnum()]
     if len(set(classes)) < 2:
@@ -441,6 +491,11 @@ def looks_like_credential(value: str) -> bool:
     """Whether a value, whatever its name, looks like a credential: a URL with a password or
     a key in its user info, a known credential shape, or a long random token. Paths, lists,
     words, numbers and addresses do not."""
-    return bool(url_credentials(value)) or looks_random(value) or any(
-        any(literal in value for literal in shape.literals) and shape.pattern.search(value)
-        for shape in _SHAPES)
+    return (
+        bool(url_credentials(value))
+        or looks_random(value)
+        or any(
+            any(literal in value for literal in shape.literals) and shape.pattern.search(value)
+            for shape in _SHAPES
+        )
+    )

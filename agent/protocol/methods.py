@@ -234,34 +234,100 @@ class Method:
 
 
 METHODS: tuple[Method, ...] = (
-    Method("thread/start", "client_to_server", "request", ThreadStartParams,
-           ThreadStartResponse, "Create a thread bound to a workspace."),
-    Method("thread/list", "client_to_server", "request", ThreadListParams,
-           ThreadListResponse, "List threads, most recently updated first."),
-    Method("thread/read", "client_to_server", "request", ThreadReadParams,
-           ThreadReadResponse, "A thread with its turns and items."),
-    Method("thread/events", "client_to_server", "request", ThreadEventsParams,
-           ThreadEventsResponse, "Replay a thread's events after a given seq."),
-    Method("thread/subscribe", "client_to_server", "request", ThreadSubscribeParams,
-           ThreadSubscribeResponse, "Follow a thread: its events after a given seq, then live "
-           "ones, as `event` notifications (HTTP: the thread's event stream)."),
-    Method("thread/undo", "client_to_server", "request", ThreadUndoParams,
-           ThreadUndoResponse, "Put back the agent's edits: its last edit, a turn's, or the "
-           "thread's; files changed since are reported, not overwritten."),
-    Method("turn/start", "client_to_server", "request", TurnStartParams,
-           TurnStartResponse, "Start a turn; its progress streams as events."),
-    Method("turn/interrupt", "client_to_server", "request", TurnInterruptParams,
-           TurnInterruptResponse, "Stop a running turn: the model stream is closed, running "
-           "commands are killed, open items complete as interrupted."),
-    Method("turn/steer", "client_to_server", "request", TurnSteerParams,
-           TurnSteerResponse, "Add input to a running turn; the model sees it next step."),
-    Method("approval/respond", "client_to_server", "request", ApprovalRespondParams,
-           ApprovalRespondResponse, "Answer an approval request (for transports without "
-           "server-to-client requests)."),
-    Method("approval/request", "server_to_client", "request", ApprovalRequestParams,
-           ApprovalRequestResponse, "Ask the client whether a tool call may run."),
-    Method("event", "server_to_client", "notification", Event, None,
-           "One event of a thread's log."),
+    Method(
+        "thread/start",
+        "client_to_server",
+        "request",
+        ThreadStartParams,
+        ThreadStartResponse,
+        "Create a thread bound to a workspace.",
+    ),
+    Method(
+        "thread/list",
+        "client_to_server",
+        "request",
+        ThreadListParams,
+        ThreadListResponse,
+        "List threads, most recently updated first.",
+    ),
+    Method(
+        "thread/read",
+        "client_to_server",
+        "request",
+        ThreadReadParams,
+        ThreadReadResponse,
+        "A thread with its turns and items.",
+    ),
+    Method(
+        "thread/events",
+        "client_to_server",
+        "request",
+        ThreadEventsParams,
+        ThreadEventsResponse,
+        "Replay a thread's events after a given seq.",
+    ),
+    Method(
+        "thread/subscribe",
+        "client_to_server",
+        "request",
+        ThreadSubscribeParams,
+        ThreadSubscribeResponse,
+        "Follow a thread: its events after a given seq, then live "
+        "ones, as `event` notifications (HTTP: the thread's event stream).",
+    ),
+    Method(
+        "thread/undo",
+        "client_to_server",
+        "request",
+        ThreadUndoParams,
+        ThreadUndoResponse,
+        "Put back the agent's edits: its last edit, a turn's, or the "
+        "thread's; files changed since are reported, not overwritten.",
+    ),
+    Method(
+        "turn/start",
+        "client_to_server",
+        "request",
+        TurnStartParams,
+        TurnStartResponse,
+        "Start a turn; its progress streams as events.",
+    ),
+    Method(
+        "turn/interrupt",
+        "client_to_server",
+        "request",
+        TurnInterruptParams,
+        TurnInterruptResponse,
+        "Stop a running turn: the model stream is closed, running "
+        "commands are killed, open items complete as interrupted.",
+    ),
+    Method(
+        "turn/steer",
+        "client_to_server",
+        "request",
+        TurnSteerParams,
+        TurnSteerResponse,
+        "Add input to a running turn; the model sees it next step.",
+    ),
+    Method(
+        "approval/respond",
+        "client_to_server",
+        "request",
+        ApprovalRespondParams,
+        ApprovalRespondResponse,
+        "Answer an approval request (for transports without server-to-client requests).",
+    ),
+    Method(
+        "approval/request",
+        "server_to_client",
+        "request",
+        ApprovalRequestParams,
+        ApprovalRequestResponse,
+        "Ask the client whether a tool call may run.",
+    ),
+    Method(
+        "event", "server_to_client", "notification", Event, None, "One event of a thread's log."
+    ),
 )
 
 METHODS_BY_NAME = {method.name: method for method in METHODS}

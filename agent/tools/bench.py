@@ -35,20 +35,20 @@ EXTRA_PACKAGES = ("pydantic", "fastapi", "starlette", "httpx", "rich", "typer", 
 _SKIP = shutil.ignore_patterns("__pycache__", "site-packages", "*.pyc")
 
 
-
-
 def default_sources() -> dict[str, Path]:
     """The standard library and a few installed packages."""
     purelib = Path(sysconfig.get_paths()["purelib"])
     sources = {"stdlib": Path(sysconfig.get_paths()["stdlib"])}
-    sources.update({f"packages/{name}": purelib / name for name in EXTRA_PACKAGES
-                    if (purelib / name).is_dir()})
+    sources.update(
+        {f"packages/{name}": purelib / name for name in EXTRA_PACKAGES if (purelib / name).is_dir()}
+    )
     return sources
 
 
 def link_tree(sources: dict[str, Path], into: Path) -> Path:
     """Hard-link (or, across devices, copy) the sources into a scratch tree that the
     benchmark may modify without touching the originals."""
+
     def link(source: str, target: str) -> None:
         try:
             os.link(source, target)
@@ -96,13 +96,21 @@ async def bench_grep(harness: ToolHarness, tree: Path, repeat: int) -> list[Row]
     for label, pattern, literal in GREP_PATTERNS:
         raw = ["-n", "--no-heading", *(["-F"] if literal else []), "-e", pattern, "."]
         baseline = median_seconds(
-            lambda raw=raw: subprocess.run([rg, *raw], cwd=tree, stdout=subprocess.DEVNULL),
-            repeat)
+            lambda raw=raw: subprocess.run([rg, *raw], cwd=tree, stdout=subprocess.DEVNULL), repeat
+        )
         args = {"pattern": pattern, "literal": literal}
         outcome = await harness.call("grep", args)
         ours = await median_seconds_async(lambda args=args: harness.call("grep", args), repeat)
-        rows.append(Row(f"grep: {label}", "rg", baseline, ours, "s",
-                        f"{outcome.fields.get('match_count', 0):,} matching lines"))
+        rows.append(
+            Row(
+                f"grep: {label}",
+                "rg",
+                baseline,
+                ours,
+                "s",
+                f"{outcome.fields.get('match_count', 0):,} matching lines",
+            )
+        )
     return rows
 
 
@@ -114,11 +122,25 @@ def bench_symbols(tree: Path, files: list[Path], repeat: int) -> list[Row]:
     ctags = find_program("ctags")
     baseline = None
     if ctags is not None:
-        baseline = median_seconds(lambda: subprocess.run(
-            [str(ctags), "-R", "-f", os.devnull, "."], cwd=tree, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL), 1)
-    rows = [Row("symbol index: full build", "ctags -R", baseline, build, "s",
-                f"{stats.files:,} files, {stats.symbols:,} symbols")]
+        baseline = median_seconds(
+            lambda: subprocess.run(
+                [str(ctags), "-R", "-f", os.devnull, "."],
+                cwd=tree,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+            1,
+        )
+    rows = [
+        Row(
+            "symbol index: full build",
+            "ctags -R",
+            baseline,
+            build,
+            "s",
+            f"{stats.files:,} files, {stats.symbols:,} symbols",
+        )
+    ]
 
     # One typical source file changes; the watcher's update re-parses only that file.
     sizes = sorted((p.stat().st_size, p) for p in files if p.suffix == ".py")
@@ -138,13 +160,22 @@ def bench_symbols(tree: Path, files: list[Path], repeat: int) -> list[Row]:
     finally:
         changed.write_bytes(original)
     lines = original.count(b"\n")
-    rows.append(Row("symbol index: update after one edit", "full build", build, update, "s",
-                    f"{changed.name}, {lines:,} lines; goal < 50 ms"))
+    rows.append(
+        Row(
+            "symbol index: update after one edit",
+            "full build",
+            build,
+            update,
+            "s",
+            f"{changed.name}, {lines:,} lines; goal < 50 ms",
+        )
+    )
     return rows
 
 
-async def bench_semantic(tree: Path, files: list[Path], models_dir: Path | None,
-                         data_dir: Path, sample: int, repeat: int) -> list[Row]:
+async def bench_semantic(
+    tree: Path, files: list[Path], models_dir: Path | None, data_dir: Path, sample: int, repeat: int
+) -> list[Row]:
     from opencomposer.agent.tools.code_index.chunking import chunk_file, embedding_input
     from opencomposer.agent.tools.code_index.embedder import MiniLMEmbedder, find_model
     from opencomposer.agent.tools.code_index.semantic_index import SemanticIndex
@@ -157,18 +188,30 @@ async def bench_semantic(tree: Path, files: list[Path], models_dir: Path | None,
     stats = await asyncio.to_thread(index.update)
     keyword_stats = await asyncio.to_thread(keywords.update)
     chunks = stats.chunks_added
-    method = "semantic" if embedder else "lexical (no model: `opencomposer models pull "\
-                                         "all-minilm-l6-v2`)"
+    method = (
+        "semantic"
+        if embedder
+        else "lexical (no model: `opencomposer models pull all-minilm-l6-v2`)"
+    )
     rows = []
     if embedder is not None:
-        texts = [embedding_input(c) for p in subset[:20]
-                 for c in chunk_file(p.relative_to(tree).as_posix(),
-                                     p.read_text(errors="replace"))]
+        texts = [
+            embedding_input(c)
+            for p in subset[:20]
+            for c in chunk_file(p.relative_to(tree).as_posix(), p.read_text(errors="replace"))
+        ]
         raw = median_seconds(lambda: embedder.encode(texts), 1) / max(len(texts), 1)
-        rows.append(Row("semantic index: build", "embedding alone", raw,
-                        stats.seconds / max(chunks, 1), "s/chunk",
-                        f"{chunks:,} chunks from {len(subset)} files: "
-                        f"{chunks / stats.seconds:.1f} chunks/s"))
+        rows.append(
+            Row(
+                "semantic index: build",
+                "embedding alone",
+                raw,
+                stats.seconds / max(chunks, 1),
+                "s/chunk",
+                f"{chunks:,} chunks from {len(subset)} files: "
+                f"{chunks / stats.seconds:.1f} chunks/s",
+            )
+        )
     else:
         rows.append(Row("semantic index: build", "", None, keyword_stats.seconds, "s", method))
     query = "parse a date string into a datetime object"
@@ -180,8 +223,9 @@ async def bench_semantic(tree: Path, files: list[Path], models_dir: Path | None,
     return rows
 
 
-async def run_tool_bench(tree: Path | None, models_dir: Path | None, *, repeat: int = 5,
-                         semantic_files: int = 40) -> tuple[list[Row], dict[str, object]]:
+async def run_tool_bench(
+    tree: Path | None, models_dir: Path | None, *, repeat: int = 5, semantic_files: int = 40
+) -> tuple[list[Row], dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="opencomposer-bench-") as scratch:
         root = Path(scratch)
         sources = {tree.name: tree.resolve()} if tree else default_sources()
@@ -192,8 +236,12 @@ async def run_tool_bench(tree: Path | None, models_dir: Path | None, *, repeat: 
             rows = await bench_grep(harness, tree, repeat)
         finally:
             await harness.close()
-        info = {"sources": {k: str(v) for k, v in sources.items()}, "files": len(files),
-                "lines": count_lines(files), "sandbox": harness.sandbox.name}
+        info = {
+            "sources": {k: str(v) for k, v in sources.items()},
+            "files": len(files),
+            "lines": count_lines(files),
+            "sandbox": harness.sandbox.name,
+        }
         rows += await asyncio.to_thread(bench_symbols, tree, files, repeat)
         rows += await bench_semantic(tree, files, models_dir, root, semantic_files, repeat)
     return rows, info

@@ -43,9 +43,11 @@ class PathChanged(Denied):
     """A symlink appeared on a path that had none when it was resolved."""
 
     def __init__(self, shown: str) -> None:
-        super().__init__(f"{shown}: the path changed while it was being opened (a folder or "
-                         "file on it became a symbolic link)",
-                         hint="Nothing was read or written there; check the path and retry.")
+        super().__init__(
+            f"{shown}: the path changed while it was being opened (a folder or "
+            "file on it became a symbolic link)",
+            hint="Nothing was read or written there; check the path and retry.",
+        )
 
 
 class NotRegularFile(OSError):
@@ -91,6 +93,7 @@ class Tree:
     def read(self, path: PurePath, limit: int | None = None) -> bytes:
         """A regular file's bytes. FileTooLarge over `limit` bytes, IsADirectoryError for a
         folder, NotRegularFile for anything else that is not a regular file."""
+
         def attempt() -> bytes:
             with self._parent(path) as (parent, name):
                 _regular(_lstat(parent, name))
@@ -112,6 +115,7 @@ class Tree:
         a reader or a crash never sees half a file), creating missing folders. An existing
         file keeps its permission bits; a new one gets 0o666 less the umask, which the
         kernel applies to the mode given to open, as for any program's new file."""
+
         def attempt() -> None:
             with self._parent(path, create=True) as (parent, name):
                 try:
@@ -146,9 +150,12 @@ class Tree:
 
     def rename(self, source: PurePath, target: PurePath) -> None:
         """Move a file, creating the target's missing folders."""
+
         def attempt() -> None:
-            with self._parent(source) as (old, old_name), \
-                    self._parent(target, create=True) as (new, new_name):
+            with (
+                self._parent(source) as (old, old_name),
+                self._parent(target, create=True) as (new, new_name),
+            ):
                 _lstat(old, old_name)
                 os.rename(old_name, new_name, src_dir_fd=old, dst_dir_fd=new)
 
@@ -165,7 +172,7 @@ class Tree:
                 return []
             if not text.startswith(self._prefix):
                 raise Denied(f"{path} is outside the workspace {self.root}")
-            text = text[len(self._prefix):]
+            text = text[len(self._prefix) :]
         names = [name for name in text.split("/") if name not in ("", ".")]
         if ".." in names:
             raise Denied(f"{path} is not a resolved path (it has '..')")

@@ -37,8 +37,10 @@ class FileOp:
             assert self.move_to is not None
             # A secret file's contents stay out of checkpoints under its new name too.
             secret = is_secret_file(self.path) or is_secret_file(self.move_to)
-            return [Change(self.path, self.before, None, secret),
-                    Change(self.move_to, None, self.after, secret)]
+            return [
+                Change(self.path, self.before, None, secret),
+                Change(self.move_to, None, self.after, secret),
+            ]
         return [Change(self.path, self.before, self.after)]
 
 
@@ -65,7 +67,8 @@ async def apply_ops(
                 raise PathChanged(f"{workspace.relative(op.path)} ({rolled_back})") from None
             raise UnexpectedEnvironment(
                 f"writing {workspace.relative(op.path)} failed ({exc.strerror or exc}); "
-                f"{rolled_back}") from None
+                f"{rolled_back}"
+            ) from None
         done.append(op)
     return [describe(op, workspace) for op in ops]
 
@@ -101,8 +104,12 @@ def describe(op: FileOp, workspace: Workspace) -> FileChange:
     return FileChange(
         path=workspace.relative(op.path),
         kind=FileChangeKind(op.kind),
-        diff=unified_diff(op.before, op.after, workspace.relative(op.path),
-                          workspace.relative(op.move_to or op.path)),
+        diff=unified_diff(
+            op.before,
+            op.after,
+            workspace.relative(op.path),
+            workspace.relative(op.move_to or op.path),
+        ),
         move_to=workspace.relative(op.move_to) if op.move_to else None,
     )
 
@@ -120,8 +127,9 @@ def unified_diff(before: bytes | None, after: bytes | None, old_name: str, new_n
         fromfile="/dev/null" if before is None else f"a/{old_name}",
         tofile="/dev/null" if after is None else f"b/{new_name}",
     )
-    diff = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                   for line in lines)
+    diff = "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + f"\n[diff cut at {MAX_DIFF_CHARS:,} characters]\n"
     return diff

@@ -82,8 +82,9 @@ class CheckpointStore:
         self._thread = thread_id
         self._lock = threading.Lock()
         private_database(folder / "checkpoints.db")
-        self._db = sqlite3.connect(folder / "checkpoints.db", check_same_thread=False,
-                                   isolation_level=None)
+        self._db = sqlite3.connect(
+            folder / "checkpoints.db", check_same_thread=False, isolation_level=None
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(changes)")}
@@ -99,15 +100,26 @@ class CheckpointStore:
         rows = []
         for c in changes:
             secret = c.secret or is_secret_file(c.path)
-            rows.append((self._workspace, self._thread, turn_id, call_id, str(c.path),
-                         None if secret else self._store(c.before),
-                         None if secret else self._store(c.after), time.time(), int(secret)))
+            rows.append(
+                (
+                    self._workspace,
+                    self._thread,
+                    turn_id,
+                    call_id,
+                    str(c.path),
+                    None if secret else self._store(c.before),
+                    None if secret else self._store(c.after),
+                    time.time(),
+                    int(secret),
+                )
+            )
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany(
                 "INSERT INTO changes (workspace, thread_id, turn_id, call_id, path, "
                 "before_hash, after_hash, created_at, secret) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows)
+                rows,
+            )
             self._db.execute("COMMIT")
 
     def unkept(self, call_id: str) -> list[str]:
@@ -116,7 +128,8 @@ class CheckpointStore:
             rows = self._db.execute(
                 "SELECT DISTINCT path FROM changes WHERE workspace = ? AND thread_id = ? AND "
                 "call_id = ? AND secret = 1 ORDER BY path",
-                (self._workspace, self._thread, call_id)).fetchall()
+                (self._workspace, self._thread, call_id),
+            ).fetchall()
         return [row[0] for row in rows]
 
     def plan_undo(self, scope: UndoScope, turn_id: str | None = None) -> list[Restore]:
@@ -137,8 +150,9 @@ class CheckpointStore:
             for path, changes in by_path.items()
         ]
 
-    def unrestorable(self, scope: UndoScope, turn_id: str | None = None
-                     ) -> tuple[list[Path], list[int]]:
+    def unrestorable(
+        self, scope: UndoScope, turn_id: str | None = None
+    ) -> tuple[list[Path], list[int]]:
         """The secret files undoing `scope` would have to restore but cannot, and their
         change ids (to mark undone with the rest)."""
         rows = [row for row in self._in_scope(scope, turn_id) if row[6]]
@@ -158,8 +172,9 @@ class CheckpointStore:
 
     def mark_undone(self, change_ids: Iterable[int]) -> None:
         with self._lock:
-            self._db.executemany("UPDATE changes SET undone = 1 WHERE id = ?",
-                                 [(i,) for i in change_ids])
+            self._db.executemany(
+                "UPDATE changes SET undone = 1 WHERE id = ?", [(i,) for i in change_ids]
+            )
 
     def _pending(self) -> list[tuple]:
         """(id, turn_id, call_id, path, before_hash, after_hash, secret) not yet undone,

@@ -39,8 +39,9 @@ class SymbolsArgs(ToolArgs):
     @model_validator(mode="after")
     def _something_to_do(self) -> "SymbolsArgs":
         if self.path is None and self.query is None:
-            raise ValueError("give a file path (for its outline) or a query (to find "
-                             "definitions by name)")
+            raise ValueError(
+                "give a file path (for its outline) or a query (to find definitions by name)"
+            )
         return self
 
 
@@ -65,11 +66,14 @@ class Symbols(Tool):
         index = await ctx.harness.indexes.symbols()
         prefix = None if target == workspace.root else shown
         found = index.search(args.query, limit=MAX_SYMBOLS, path_prefix=prefix)
-        fields = {"query": args.query, "method": "symbols", "match_count": len(found),
-                  "truncated": len(found) == MAX_SYMBOLS}
+        fields = {
+            "query": args.query,
+            "method": "symbols",
+            "match_count": len(found),
+            "truncated": len(found) == MAX_SYMBOLS,
+        }
         if not found:
-            return ToolResult(text=f"No definitions match {args.query!r}.",
-                              fields=fields)
+            return ToolResult(text=f"No definitions match {args.query!r}.", fields=fields)
         text = "\n".join(_symbol_line(s, with_path=True) for s in found)
         return ToolResult(text=text, fields=fields)
 
@@ -78,13 +82,15 @@ class Symbols(Tool):
             raise NotFound(f"{shown} is not a file", hint="Give a file path, or a query.")
         language = language_for(path)
         if language is None:
-            raise InvalidArguments(f"{shown} is not in a supported language",
-                                   hint="Read it with read_file instead.")
+            raise InvalidArguments(
+                f"{shown} is not in a supported language", hint="Read it with read_file instead."
+            )
         symbols = outline(shown, workspace.read_bytes(path), language.name)
         fields = {"query": shown, "method": "symbols", "match_count": len(symbols)}
         if not symbols:
-            return ToolResult(text=f"{shown} defines no functions, classes or methods.",
-                              fields=fields)
+            return ToolResult(
+                text=f"{shown} defines no functions, classes or methods.", fields=fields
+            )
         depth = {s.name: 0 for s in symbols if s.parent is None}
         lines = []
         for symbol in symbols:
@@ -131,8 +137,9 @@ class SemanticSearch(Tool):
         for hit in outcome.hits:
             chunk = hit.chunk
             label = f" {chunk.symbol}" if chunk.symbol else ""
-            lines.append(f"\n{chunk.path}:{chunk.start_line}-{chunk.end_line}{label} "
-                         f"(score {hit.score:.3f})")
+            lines.append(
+                f"\n{chunk.path}:{chunk.start_line}-{chunk.end_line}{label} (score {hit.score:.3f})"
+            )
             preview = chunk.text.splitlines()[:PREVIEW_LINES]
             lines += [f"  {line}" for line in preview]
             if chunk.end_line - chunk.start_line + 1 > PREVIEW_LINES:

@@ -94,26 +94,35 @@ class EditFile(Tool):
         path = writable(workspace, args.path)
         shown = workspace.relative(path)
         if not workspace.is_file(path):
-            raise InvalidArguments(f"{shown} does not exist",
-                                   hint="Create it with write_file.")
+            raise InvalidArguments(f"{shown} does not exist", hint="Create it with write_file.")
         try:
             document = workspace.read_text(path)
         except BinaryFile:
-            raise InvalidArguments(f"{shown} is a binary file and cannot be edited as text") \
-                from None
+            raise InvalidArguments(
+                f"{shown} is a binary file and cannot be edited as text"
+            ) from None
         try:
             outcome = apply_edits(document.text, args.as_edits(), document.format.newline)
         except EditError as error:
-            raise (Conflict if error.reason in ("no_match", "multiple_matches", "overlap")
-                   else InvalidArguments)(f"{shown}: {error.message}") from None
+            raise (
+                Conflict
+                if error.reason in ("no_match", "multiple_matches", "overlap")
+                else InvalidArguments
+            )(f"{shown}: {error.message}") from None
         after = encode_as(document, outcome.text, shown)
         changes = await ctx.harness.apply(
-            [FileOp("update", path, workspace.current_bytes(path), after)], ctx)
+            [FileOp("update", path, workspace.current_bytes(path), after)], ctx
+        )
         lines = split_lines(outcome.text)
-        snippets = [_snippet(lines, first, last) for first, last in
-                    outcome.changed_lines[:MAX_SNIPPETS]]
-        text = [f"Edited {shown}: {outcome.replacements} replacement"
-                f"{'s' if outcome.replacements != 1 else ''}.", *outcome.notes, *snippets]
+        snippets = [
+            _snippet(lines, first, last) for first, last in outcome.changed_lines[:MAX_SNIPPETS]
+        ]
+        text = [
+            f"Edited {shown}: {outcome.replacements} replacement"
+            f"{'s' if outcome.replacements != 1 else ''}.",
+            *outcome.notes,
+            *snippets,
+        ]
         return ToolResult(text="\n".join(text), fields={"changes": changes})
 
 
@@ -145,8 +154,11 @@ class ApplyPatch(Tool):
         patch that will not apply still says what it meant to do)."""
         actions = [f"{m[1].lower()} {m[2].strip()}" for m in _PATCH_HEADER.finditer(args.patch)]
         actions += [f"diff {m[1].strip()}" for m in _DIFF_HEADER.finditer(args.patch)]
-        return "apply patch: " + (", ".join(actions[:8]) or "(no file headers)") + \
-            (f" and {len(actions) - 8} more" if len(actions) > 8 else "")
+        return (
+            "apply patch: "
+            + (", ".join(actions[:8]) or "(no file headers)")
+            + (f" and {len(actions) - 8} more" if len(actions) > 8 else "")
+        )
 
     async def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         workspace = ctx.harness.workspace
@@ -160,14 +172,14 @@ class ApplyPatch(Tool):
                 documents[resolved] = workspace.read_text(resolved)
                 return documents[resolved].text
             except BinaryFile:
-                raise PatchError(f"{path} is a binary file; patches apply to text", path) \
-                    from None
+                raise PatchError(f"{path} is a binary file; patches apply to text", path) from None
 
         try:
             planned, notes = plan_patch(parse_patch(args.patch), read)
         except PatchError as error:
-            raise InvalidArguments(error.message,
-                                   hint="Re-read the files and regenerate the patch.") from None
+            raise InvalidArguments(
+                error.message, hint="Re-read the files and regenerate the patch."
+            ) from None
         ops = []
         for change in planned:
             path = writable(workspace, change.path)
@@ -183,12 +195,19 @@ class ApplyPatch(Tool):
                 raise Conflict(f"{change.move_to} already exists")
             ops.append(FileOp(change.kind, path, before, after, move_to=target))
         changes = await ctx.harness.apply(ops, ctx)
-        summary = ", ".join(f"{c.kind.value} {c.path}" + (f" -> {c.move_to}" if c.move_to else "")
-                            for c in changes)
-        adjusted = [{"path": change.path, **dataclasses.asdict(adjustment)}
-                    for change in planned for adjustment in change.adjusted]
-        return ToolResult(text="\n".join([f"Applied patch: {summary}.", *notes]),
-                          fields={"changes": changes}, data={"adjusted_hunks": adjusted})
+        summary = ", ".join(
+            f"{c.kind.value} {c.path}" + (f" -> {c.move_to}" if c.move_to else "") for c in changes
+        )
+        adjusted = [
+            {"path": change.path, **dataclasses.asdict(adjustment)}
+            for change in planned
+            for adjustment in change.adjusted
+        ]
+        return ToolResult(
+            text="\n".join([f"Applied patch: {summary}.", *notes]),
+            fields={"changes": changes},
+            data={"adjusted_hunks": adjusted},
+        )
 
 
 _PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.MULTILINE)
@@ -200,5 +219,5 @@ def _excerpt(text: str, limit: int = 60) -> str:
     lines = text.strip("\n").splitlines() or [""]
     shown = lines[0].strip()
     if len(shown) > limit:
-        shown = shown[:limit - 1] + "…"
+        shown = shown[: limit - 1] + "…"
     return repr(shown) + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else "")

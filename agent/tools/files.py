@@ -58,7 +58,7 @@ def encode_as(document: TextFile, text: str, shown: str) -> bytes:
     except UnicodeEncodeError as exc:
         raise InvalidArguments(
             f"{shown} is {document.format.encoding}, which cannot encode "
-            f"{exc.object[exc.start:exc.end]!r}",
+            f"{exc.object[exc.start : exc.end]!r}",
             hint="Use characters the file's encoding can hold.",
         ) from None
 
@@ -121,8 +121,9 @@ class ReadFile(Tool):
         if total == 0:
             return ToolResult(text=f"{shown} is empty.", fields=fields)
         if args.offset > total:
-            raise InvalidArguments(f"offset {args.offset} is past the end of {shown} "
-                                   f"({total} lines)")
+            raise InvalidArguments(
+                f"offset {args.offset} is past the end of {shown} ({total} lines)"
+            )
         wanted = args.limit or settings.read_lines
         budget = settings.output_cap * 9 // 10  # leave room for the header and footer
         numbered: list[str] = []
@@ -183,18 +184,21 @@ class WriteFile(Tool):
         shown = workspace.relative(path)
         before = workspace.current_bytes(path)
         if before is not None and not args.overwrite:
-            raise Conflict(f"{shown} already exists",
-                           hint="Set overwrite=true to replace it, or change it with edit_file.")
+            raise Conflict(
+                f"{shown} already exists",
+                hint="Set overwrite=true to replace it, or change it with edit_file.",
+            )
         after = encode_like(args.content, before, shown)
         if after == before:
-            return ToolResult(text=f"{shown} already has this content; nothing was written.",
-                              fields={"changes": []})
+            return ToolResult(
+                text=f"{shown} already has this content; nothing was written.",
+                fields={"changes": []},
+            )
         kind = "add" if before is None else "update"
         changes = await ctx.harness.apply([FileOp(kind, path, before, after)], ctx)
         lines = len(split_lines(args.content))
         verb = "Created" if before is None else "Replaced"
-        return ToolResult(text=f"{verb} {shown} ({lines} lines).",
-                          fields={"changes": changes})
+        return ToolResult(text=f"{verb} {shown} ({lines} lines).", fields={"changes": changes})
 
 
 # --------------------------------------------------------------------------- delete_file
@@ -223,8 +227,7 @@ class DeleteFile(Tool):
         shown = workspace.relative(path)
         before = existing_file(workspace, path, shown)
         changes = await ctx.harness.apply([FileOp("delete", path, before, None)], ctx)
-        return ToolResult(text=f"Deleted {shown}.",
-                          fields={"changes": changes})
+        return ToolResult(text=f"Deleted {shown}.", fields={"changes": changes})
 
 
 # --------------------------------------------------------------------------- move_file
@@ -257,9 +260,9 @@ class MoveFile(Tool):
         shown, shown_target = workspace.relative(source), workspace.relative(target)
         data = existing_file(workspace, source, shown)
         if workspace.stat(target) is not None:
-            raise Conflict(f"{shown_target} already exists",
-                           hint="Pick another name, or delete the target first.")
-        changes = await ctx.harness.apply(
-            [FileOp("move", source, data, data, move_to=target)], ctx)
-        return ToolResult(text=f"Moved {shown} to {shown_target}.",
-                          fields={"changes": changes})
+            raise Conflict(
+                f"{shown_target} already exists",
+                hint="Pick another name, or delete the target first.",
+            )
+        changes = await ctx.harness.apply([FileOp("move", source, data, data, move_to=target)], ctx)
+        return ToolResult(text=f"Moved {shown} to {shown_target}.", fields={"changes": changes})

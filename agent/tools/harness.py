@@ -129,8 +129,9 @@ class ToolHarness:
         self.secret_files.refresh(force=True)  # known before anything of the thread goes out
         # The commands' environment, and what was left out of it masked from the start: a
         # value may reach the model some other way (a config file, a test's output).
-        self._env, dropped = scrub_environment(os.environ, settings.secret_env,
-                                               settings.sandbox.env)
+        self._env, dropped = scrub_environment(
+            os.environ, settings.secret_env, settings.sandbox.env
+        )
         for secret in dropped:
             self.redactor.add(secret)
         self.todos: list[TodoEntry] = []
@@ -152,11 +153,13 @@ class ToolHarness:
         """Validate and classify a call; raises ToolError."""
         tool = self._tools.get(name)
         if tool is None:
-            raise NotFound(f"no tool named {name!r}",
-                           hint=f"Available tools: {', '.join(self._tools)}.")
+            raise NotFound(
+                f"no tool named {name!r}", hint=f"Available tools: {', '.join(self._tools)}."
+            )
         args = _parse_arguments(tool, arguments)
-        return PreparedCall(tool, args, tool.action_class(args), tool.summary(args),
-                            tool.commands(args))
+        return PreparedCall(
+            tool, args, tool.action_class(args), tool.summary(args), tool.commands(args)
+        )
 
     async def call(
         self,
@@ -221,15 +224,27 @@ class ToolHarness:
         self.secret_files.refresh(force=touches or names_secret_file(result.text))
         return result
 
-    def failure(self, call_id: str, name: str, error: ToolError,
-                prepared: PreparedCall | None = None, duration_ms: int = 0) -> CallOutcome:
+    def failure(
+        self,
+        call_id: str,
+        name: str,
+        error: ToolError,
+        prepared: PreparedCall | None = None,
+        duration_ms: int = 0,
+    ) -> CallOutcome:
         """The outcome of a call that failed (or was refused) with `error`."""
         info = error.info()
         info.message = self._for_model(info.message)
-        return CallOutcome(call_id=call_id, tool=name, ok=False, text=info.message, error=info,
-                           view=prepared.tool.view if prepared else "tool_call",
-                           action_class=prepared.action_class if prepared else None,
-                           duration_ms=duration_ms)
+        return CallOutcome(
+            call_id=call_id,
+            tool=name,
+            ok=False,
+            text=info.message,
+            error=info,
+            view=prepared.tool.view if prepared else "tool_call",
+            action_class=prepared.action_class if prepared else None,
+            duration_ms=duration_ms,
+        )
 
     def _for_model(self, text: str) -> str:
         self.secret_files.refresh()
@@ -243,8 +258,10 @@ class ToolHarness:
         paths = [self.workspace.relative(Path(p)) for p in self.checkpoints.unkept(call_id)]
         if not paths:
             return ""
-        return (f"\nNote: secret files are never kept in checkpoints, so undo cannot restore "
-                f"{', '.join(paths)}.")
+        return (
+            f"\nNote: secret files are never kept in checkpoints, so undo cannot restore "
+            f"{', '.join(paths)}."
+        )
 
     # ------------------------------------------------------------------ files
 
@@ -276,17 +293,22 @@ class ToolHarness:
                 op = FileOp("delete", item.path, current, None)
                 await self.workspace.writer.delete(item.path)
             else:
-                op = FileOp("add" if current is None else "update", item.path, current,
-                            item.restore)
+                op = FileOp(
+                    "add" if current is None else "update", item.path, current, item.restore
+                )
                 await self.workspace.writer.write(item.path, item.restore)
             restored.append(self.redactor.redact_data(describe(op, self.workspace)))
         secret, secret_changes = self.checkpoints.unrestorable(scope, turn_id)
         self.checkpoints.mark_undone([*undone, *secret_changes])
         if conflicts and not restored:
-            raise Conflict(f"nothing undone: {', '.join(conflicts)} changed since the agent "
-                           "wrote them")
-        return UndoOutcome(restored=restored, conflicts=conflicts,
-                           unrestorable=[self.workspace.relative(path) for path in secret])
+            raise Conflict(
+                f"nothing undone: {', '.join(conflicts)} changed since the agent wrote them"
+            )
+        return UndoOutcome(
+            restored=restored,
+            conflicts=conflicts,
+            unrestorable=[self.workspace.relative(path) for path in secret],
+        )
 
     # ------------------------------------------------------------------ terminal
 
@@ -297,10 +319,15 @@ class ToolHarness:
     @cached_property
     def jobs(self) -> JobManager:
         guard = self.sandbox.guard
-        return JobManager(self.sandbox, self.workspace.root, self._env, self.redactor,
-                          output_cap=self.settings.output_cap,
-                          max_lifetime=self.settings.sandbox.max_lifetime,
-                          on_exit=guard.review if guard is not None else None)
+        return JobManager(
+            self.sandbox,
+            self.workspace.root,
+            self._env,
+            self.redactor,
+            output_cap=self.settings.output_cap,
+            max_lifetime=self.settings.sandbox.max_lifetime,
+            on_exit=guard.review if guard is not None else None,
+        )
 
     # ------------------------------------------------------------------ code indexes
 
@@ -336,8 +363,10 @@ def _parse_arguments(tool: Tool, arguments: dict[str, Any] | str | None) -> Tool
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            raise InvalidArguments(f"arguments are not valid JSON: {exc}",
-                                   hint="Send one JSON object with the tool's fields.") from None
+            raise InvalidArguments(
+                f"arguments are not valid JSON: {exc}",
+                hint="Send one JSON object with the tool's fields.",
+            ) from None
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
@@ -350,8 +379,9 @@ def _parse_arguments(tool: Tool, arguments: dict[str, Any] | str | None) -> Tool
             for e in exc.errors(include_url=False)
         )
         fields = ", ".join(tool.Args.model_fields)
-        raise InvalidArguments(f"{tool.name}: {problems}",
-                               hint=f"{tool.name} takes: {fields}.") from None
+        raise InvalidArguments(
+            f"{tool.name}: {problems}", hint=f"{tool.name} takes: {fields}."
+        ) from None
 
 
 def _ms(started: float) -> int:

@@ -18,13 +18,20 @@ from opencomposer.agent.tools.code_index.symbol_index import SymbolIndex
 if TYPE_CHECKING:  # torch-backed: imported on first semantic search, not at start-up
     from opencomposer.agent.tools.code_index.semantic_index import SemanticIndex
 
-STILL_BUILDING = ("the semantic index is still being built, so these are keyword (BM25) "
-                  "matches; search again later for semantic ones")
+STILL_BUILDING = (
+    "the semantic index is still being built, so these are keyword (BM25) "
+    "matches; search again later for semantic ones"
+)
 
 
 class CodeIndexes:
-    def __init__(self, root: Path, data_dir: Path, models_dir: Path | None,
-                 list_files: Callable[[], list[Path]]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        data_dir: Path,
+        models_dir: Path | None,
+        list_files: Callable[[], list[Path]],
+    ) -> None:
         self.root = root
         self.models_dir = models_dir
         self.list_files = list_files
@@ -54,21 +61,22 @@ class CodeIndexes:
         if self._semantic is None:
             model = find_model(self.models_dir) if self.models_dir else None
             embedder = await asyncio.to_thread(MiniLMEmbedder.load, model) if model else None
-            self._semantic = SemanticIndex(self.root, self.list_files,
-                                           self.folder / "semantic.db", embedder)
+            self._semantic = SemanticIndex(
+                self.root, self.list_files, self.folder / "semantic.db", embedder
+            )
         if self._semantic.embedder is None:
             await asyncio.to_thread(self._semantic.update)
             return self._semantic, None
         if self._semantic_update is None or self._semantic_update.done():
-            self._semantic_update = asyncio.ensure_future(
-                asyncio.to_thread(self._semantic.update))
+            self._semantic_update = asyncio.ensure_future(asyncio.to_thread(self._semantic.update))
         done, _ = await asyncio.wait([self._semantic_update], timeout=wait)
         if done:
             self._semantic_update.result()
             return self._semantic, None
         if self._keywords is None:
-            self._keywords = SemanticIndex(self.root, self.list_files,
-                                           self.folder / "keywords.db", None)
+            self._keywords = SemanticIndex(
+                self.root, self.list_files, self.folder / "keywords.db", None
+            )
         await asyncio.to_thread(self._keywords.update)
         return self._keywords, STILL_BUILDING
 

@@ -17,8 +17,19 @@ from opencomposer.agent.tools.todo import TodoWrite
 
 def default_tools() -> list[Tool]:
     return [
-        Grep(), Glob(), Symbols(), SemanticSearch(),
-        ReadFile(), EditFile(), WriteFile(), ApplyPatch(), DeleteFile(), MoveFile(),
-        RunTerminal(), TerminalOutput(), TerminalInput(), TerminalKill(),
+        Grep(),
+        Glob(),
+        Symbols(),
+        SemanticSearch(),
+        ReadFile(),
+        EditFile(),
+        WriteFile(),
+        ApplyPatch(),
+        DeleteFile(),
+        MoveFile(),
+        RunTerminal(),
+        TerminalOutput(),
+        TerminalInput(),
+        TerminalKill(),
         TodoWrite(),
     ]

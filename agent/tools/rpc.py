@@ -37,8 +37,15 @@ async def serve(harness: ToolHarness, reader: asyncio.StreamReader, write) -> No
             continue
         if not isinstance(request, dict) or not isinstance(request.get("method"), str):
             rid = request.get("id") if isinstance(request, dict) else None
-            write({"id": rid, "error": {"kind": "invalid_request",
-                                        "message": "a request is an object with a string `method`"}})
+            write(
+                {
+                    "id": rid,
+                    "error": {
+                        "kind": "invalid_request",
+                        "message": "a request is an object with a string `method`",
+                    },
+                }
+            )
             continue
         if request["method"] == "shutdown":
             break
@@ -58,8 +65,11 @@ async def _answer(harness: ToolHarness, request: dict[str, Any], write) -> None:
                 result: Any = [spec.model_dump() for spec in harness.specs()]
             case "call":
                 outcome = await harness.call(
-                    params["name"], params.get("arguments"),
-                    call_id=params.get("call_id"), turn_id=params.get("turn_id"))
+                    params["name"],
+                    params.get("arguments"),
+                    call_id=params.get("call_id"),
+                    turn_id=params.get("turn_id"),
+                )
                 result = outcome.to_json()
             case "prepare":
                 prepared = harness.prepare(params["name"], params.get("arguments"))
@@ -69,8 +79,15 @@ async def _answer(harness: ToolHarness, request: dict[str, Any], write) -> None:
     except ToolError as error:
         write({"id": rid, "error": error.info().model_dump()})
     except KeyError as exc:
-        write({"id": rid, "error": {"kind": "invalid_request",
-                                    "message": f"missing parameter {exc.args[0]!r}"}})
+        write(
+            {
+                "id": rid,
+                "error": {
+                    "kind": "invalid_request",
+                    "message": f"missing parameter {exc.args[0]!r}",
+                },
+            }
+        )
     except (ValueError, TypeError) as exc:
         write({"id": rid, "error": {"kind": "invalid_request", "message": str(exc)}})
     else:
@@ -95,8 +112,9 @@ def main() -> None:
         def write(message: dict[str, Any]) -> None:
             out.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
 
-        harness = ToolHarness(Workspace(options.workspace), settings, options.data_dir,
-                              thread_id=options.thread_id)
+        harness = ToolHarness(
+            Workspace(options.workspace), settings, options.data_dir, thread_id=options.thread_id
+        )
         await serve(harness, reader, write)
 
     asyncio.run(run())
@@ -116,22 +134,48 @@ class RemoteHarness:
         self._reader = asyncio.create_task(self._read_answers())
 
     @classmethod
-    async def start(cls, workspace: Path, data_dir: Path, settings: ToolSettings, *,
-                    thread_id: str = "default", wrap: list[str] = ()) -> "RemoteHarness":
+    async def start(
+        cls,
+        workspace: Path,
+        data_dir: Path,
+        settings: ToolSettings,
+        *,
+        thread_id: str = "default",
+        wrap: list[str] = (),
+    ) -> "RemoteHarness":
         process = await asyncio.create_subprocess_exec(
-            *wrap, sys.executable, "-m", "opencomposer.agent.tools.rpc",
-            "--workspace", str(workspace), "--data-dir", str(data_dir),
-            "--settings", settings.model_dump_json(), "--thread-id", thread_id,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=2**26)
+            *wrap,
+            sys.executable,
+            "-m",
+            "opencomposer.agent.tools.rpc",
+            "--workspace",
+            str(workspace),
+            "--data-dir",
+            str(data_dir),
+            "--settings",
+            settings.model_dump_json(),
+            "--thread-id",
+            thread_id,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**26,
+        )
         return cls(process)
 
     async def specs(self) -> list[ToolSpec]:
         return [ToolSpec.model_validate(s) for s in await self._request("specs", {})]
 
-    async def call(self, name: str, arguments: dict[str, Any] | str | None, *,
-                   call_id: str | None = None, turn_id: str | None = None) -> CallOutcome:
-        data = await self._request("call", {"name": name, "arguments": arguments,
-                                            "call_id": call_id, "turn_id": turn_id})
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str | None,
+        *,
+        call_id: str | None = None,
+        turn_id: str | None = None,
+    ) -> CallOutcome:
+        data = await self._request(
+            "call", {"name": name, "arguments": arguments, "call_id": call_id, "turn_id": turn_id}
+        )
         error = data.pop("error")
         return CallOutcome(**data, error=ErrorInfo.model_validate(error) if error else None)
 

@@ -50,7 +50,8 @@ def ripgrep() -> Path:
     if rg is None:
         raise UnexpectedEnvironment(
             "ripgrep (rg) is not installed",
-            hint="Install the `ripgrep` wheel; `opencomposer doctor` checks it.")
+            hint="Install the `ripgrep` wheel; `opencomposer doctor` checks it.",
+        )
     return rg
 
 
@@ -59,8 +60,9 @@ async def list_workspace_files(root: Path, sandbox: Sandbox) -> list[Path]:
     code, out, err = await run_ripgrep(["--files", *_COMMON, "--", "."], root, sandbox)
     # 2 is also an error on some paths (unreadable, or gone while walked): the rest is listed.
     if code not in (0, 1) and not (code == 2 and out):
-        raise UnexpectedEnvironment(f"ripgrep could not list files: "
-                                    f"{err.decode(errors='replace').strip()}")
+        raise UnexpectedEnvironment(
+            f"ripgrep could not list files: {err.decode(errors='replace').strip()}"
+        )
     return [root / _display_path(line) for line in out.decode("utf-8", "replace").splitlines()]
 
 
@@ -71,12 +73,19 @@ async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int
     try:
         limits = sandbox.limits.open()
     except OSError as exc:
-        raise UnexpectedEnvironment(f"could not put ripgrep under the sandbox's resource "
-                                    f"limits: {exc}") from None
+        raise UnexpectedEnvironment(
+            f"could not put ripgrep under the sandbox's resource limits: {exc}"
+        ) from None
     try:
         try:
-            proc = await sandbox.spawn(shlex.join([str(rg), *args]), cwd=cwd, env={},
-                                       network=False, stdin=False, limits=limits)
+            proc = await sandbox.spawn(
+                shlex.join([str(rg), *args]),
+                cwd=cwd,
+                env={},
+                network=False,
+                stdin=False,
+                limits=limits,
+            )
         except OSError as exc:  # the folder to search in is gone
             raise NotFound(f"cannot search {cwd}: {exc.strerror or exc}") from None
         try:
@@ -87,8 +96,10 @@ async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int
                 os.killpg(proc.pid, signal.SIGKILL)  # its own session: bwrap and all it runs
             await proc.wait()
             if isinstance(exc, TimeoutError):
-                raise Timeout(f"ripgrep did not finish within {RIPGREP_TIMEOUT:g} s",
-                              hint="Narrow the search with path or glob.") from None
+                raise Timeout(
+                    f"ripgrep did not finish within {RIPGREP_TIMEOUT:g} s",
+                    hint="Narrow the search with path or glob.",
+                ) from None
             raise
     finally:
         await limits.release()
@@ -96,7 +107,8 @@ async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int
         raise UnexpectedEnvironment(
             f"ripgrep ({rg}) could not start in the {sandbox.name} sandbox: "
             f"{err.decode(errors='replace').strip()}",
-            hint="Install ripgrep where the sandbox shows it (the venv or a system folder).")
+            hint="Install ripgrep where the sandbox shows it (the venv or a system folder).",
+        )
     assert proc.returncode is not None
     return proc.returncode, out, err
 
@@ -166,36 +178,45 @@ class Grep(Tool):
         workspace, sandbox = ctx.harness.workspace, ctx.harness.sandbox
         target = _searchable(workspace, args.path)
         matcher = self._matcher(args)
-        counts = await _count_matches(matcher, workspace.relative(target), workspace.root,
-                                      sandbox)
+        counts = await _count_matches(matcher, workspace.relative(target), workspace.root, sandbox)
         total_matches, total_files = sum(counts.values()), len(counts)
-        fields = {"query": args.pattern, "method": "grep", "match_count": total_matches,
-                  "file_count": total_files, "truncated": total_matches > args.max_results}
+        fields = {
+            "query": args.pattern,
+            "method": "grep",
+            "match_count": total_matches,
+            "file_count": total_files,
+            "truncated": total_matches > args.max_results,
+        }
         if not counts:
             where = _place(workspace.relative(target))
-            return ToolResult(text=f"No matches for {args.pattern!r} in {where}.",
-                              fields=fields)
+            return ToolResult(text=f"No matches for {args.pattern!r} in {where}.", fields=fields)
         chosen, covered = [], 0
         for path in sorted(counts):
             chosen.append(path)
             covered += counts[path]
             if covered >= args.max_results:
                 break
-        lines, shown = await _print_matches(matcher, args.context, chosen, workspace.root,
-                                            sandbox, args.max_results)
+        lines, shown = await _print_matches(
+            matcher, args.context, chosen, workspace.root, sandbox, args.max_results
+        )
         text = "\n".join(lines)
         if total_matches > shown:
             more_files = total_files - len(chosen)
-            text += (f"\n[... {total_matches - shown:,} more matching lines"
-                     + (f" in {more_files:,} more files" if more_files > 0 else "")
-                     + "; narrow the search with path or glob]")
+            text += (
+                f"\n[... {total_matches - shown:,} more matching lines"
+                + (f" in {more_files:,} more files" if more_files > 0 else "")
+                + "; narrow the search with path or glob]"
+            )
         return ToolResult(text=text, fields=fields)
 
     @staticmethod
     def _matcher(args: GrepArgs) -> list[str]:
         flags = ["--hidden", "--no-require-git", "--glob", "!.git"]
-        flags.append({True: "--case-sensitive", False: "--ignore-case", None: "--smart-case"}[
-            args.case_sensitive])
+        flags.append(
+            {True: "--case-sensitive", False: "--ignore-case", None: "--smart-case"}[
+                args.case_sensitive
+            ]
+        )
         if args.literal:
             flags.append("--fixed-strings")
         if args.glob:
@@ -214,16 +235,19 @@ def _searchable(workspace: Workspace, path: str) -> Path:
     return target
 
 
-async def _count_matches(matcher: list[str], target: str, root: Path,
-                         sandbox: Sandbox) -> dict[str, int]:
+async def _count_matches(
+    matcher: list[str], target: str, root: Path, sandbox: Sandbox
+) -> dict[str, int]:
     """Matching lines per file under `target` (relative to `root`), keyed by relative path."""
     code, out, err = await run_ripgrep(
-        ["--count", "--with-filename", "--null", *matcher, "--", target], root, sandbox)
+        ["--count", "--with-filename", "--null", *matcher, "--", target], root, sandbox
+    )
     if code == 2 and not out:
         message = err.decode(errors="replace").strip().splitlines()
         raise InvalidArguments(
             f"ripgrep rejected the search: {message[-1] if message else code}",
-            hint="Fix the regular expression, or set literal=true to search plain text.")
+            hint="Fix the regular expression, or set literal=true to search plain text.",
+        )
     counts = {}
     for record in out.split(b"\n"):
         path, _, count = record.partition(b"\0")
@@ -232,8 +256,9 @@ async def _count_matches(matcher: list[str], target: str, root: Path,
     return counts
 
 
-async def _print_matches(matcher: list[str], context: int, paths: list[str], root: Path,
-                         sandbox: Sandbox, limit: int) -> tuple[list[str], int]:
+async def _print_matches(
+    matcher: list[str], context: int, paths: list[str], root: Path, sandbox: Sandbox, limit: int
+) -> tuple[list[str], int]:
     """ripgrep-style lines for the matches in `paths` (in that order), at most `limit`;
     groups of context lines are separated by `--` as ripgrep does."""
     around = ["--context", str(context)] if context else []
@@ -246,7 +271,8 @@ async def _print_matches(matcher: list[str], context: int, paths: list[str], roo
             path = _display_path(_text(data["path"]))
             separator = ":" if event["type"] == "match" else "-"
             by_file.setdefault(path, []).append(
-                (data["line_number"], separator, _clip(_text(data["lines"]))))
+                (data["line_number"], separator, _clip(_text(data["lines"])))
+            )
     lines, shown = [], 0
     for path in paths:
         previous = None
@@ -277,7 +303,7 @@ class Glob(Tool):
     name = "glob"
     description = (
         "Find files by glob pattern (respects .gitignore); lists paths with sizes, sorted by "
-        "path. Use pattern \"*\" to list every file under path."
+        'path. Use pattern "*" to list every file under path.'
     )
     Args = GlobArgs
     view = "search"
@@ -289,25 +315,34 @@ class Glob(Tool):
         workspace = ctx.harness.workspace
         folder = workspace.resolve(args.path)
         if not workspace.is_dir(folder):
-            raise InvalidArguments(f"{args.path} is not a folder",
-                                   hint="Pass the folder to search in as path.")
+            raise InvalidArguments(
+                f"{args.path} is not a folder", hint="Pass the folder to search in as path."
+            )
         code, out, err = await run_ripgrep(
-            ["--files", *_COMMON, "--glob", args.pattern, "--", "."], folder, ctx.harness.sandbox)
+            ["--files", *_COMMON, "--glob", args.pattern, "--", "."], folder, ctx.harness.sandbox
+        )
         if code == 2:
             raise InvalidArguments(f"invalid glob {args.pattern!r}: {err.decode().strip()}")
         paths = [folder / _display_path(p) for p in out.decode("utf-8", "replace").splitlines()]
-        fields = {"query": args.pattern, "method": "glob", "match_count": len(paths),
-                  "file_count": len(paths), "truncated": len(paths) > MAX_GLOB_RESULTS}
+        fields = {
+            "query": args.pattern,
+            "method": "glob",
+            "match_count": len(paths),
+            "file_count": len(paths),
+            "truncated": len(paths) > MAX_GLOB_RESULTS,
+        }
         if not paths:
             where = _place(workspace.relative(folder))
-            return ToolResult(text=f"No files match {args.pattern!r} in {where}.",
-                              fields=fields)
-        shown = [f"{workspace.relative(p)} ({_size(workspace, p)})"
-                 for p in paths[:MAX_GLOB_RESULTS]]
+            return ToolResult(text=f"No files match {args.pattern!r} in {where}.", fields=fields)
+        shown = [
+            f"{workspace.relative(p)} ({_size(workspace, p)})" for p in paths[:MAX_GLOB_RESULTS]
+        ]
         text = "\n".join(shown)
         if len(paths) > MAX_GLOB_RESULTS:
-            text += (f"\n[... {len(paths) - MAX_GLOB_RESULTS:,} more files; use a narrower "
-                     "pattern or path]")
+            text += (
+                f"\n[... {len(paths) - MAX_GLOB_RESULTS:,} more files; use a narrower "
+                "pattern or path]"
+            )
         return ToolResult(text=text, fields=fields)
 
 

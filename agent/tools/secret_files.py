@@ -66,13 +66,15 @@ _PLAIN_VALUE = re.compile(
     r"|[a-z0-9\-]+(?:\.[a-z0-9\-]+)+"  # host names, versions
 )
 # A secret file named anywhere in a tool call's arguments (a path, a command, a patch).
-_NAMED_IN_TEXT = re.compile(r"(?:^|[\s/\\\"'=:(])\.env(?:\.[\w.\-]+)?(?=$|[\s\"';:)|&>,])",
-                            re.MULTILINE)
+_NAMED_IN_TEXT = re.compile(
+    r"(?:^|[\s/\\\"'=:(])\.env(?:\.[\w.\-]+)?(?=$|[\s\"';:)|&>,])", re.MULTILINE
+)
 # A variable's name, not its value (`DATABASE_URL` in an edit's search text).
 _VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 # `NAME=value` anywhere in a text (a shell command writing a .env, a patch's added lines).
 _INLINE_ASSIGNMENT = re.compile(
-    r"""(?<![\w$])[A-Za-z_][A-Za-z0-9_]*=("(?:\\.|[^"\\\n])*"|'[^'\n]*'|[^\s"'`;|&<>()]+)""")
+    r"""(?<![\w$])[A-Za-z_][A-Za-z0-9_]*=("(?:\\.|[^"\\\n])*"|'[^'\n]*'|[^\s"'`;|&<>()]+)"""
+)
 
 
 def is_secret_file(path: Path | str) -> bool:
@@ -107,11 +109,10 @@ def _quoted(rest: str, lines: list[str]) -> tuple[str, str]:
         if index >= len(text) or text[index] == quote:
             break  # the closing quote, or none in the rest of the file
         char = text[index]
-        following = text[index + 1:index + 2]
+        following = text[index + 1 : index + 2]
         if char == "\\" and following and (quote == '"' or following == quote):
             # Escapes in double quotes; `\'` inside single quotes (python-dotenv's rules).
-            value.append(_ESCAPES.get(following, "\\" + following) if quote == '"'
-                         else following)
+            value.append(_ESCAPES.get(following, "\\" + following) if quote == '"' else following)
             index += 2
             continue
         value.append(char)
@@ -149,12 +150,14 @@ def _plain(name: str, value: str) -> bool:
         return False
     if value.lower() in _PLAIN_WORDS or _PLAIN_VALUE.fullmatch(value):
         return True
-    if any(c.isspace() for c in value) or not ("://" in value or value.startswith(
-            ("/", "./", "../", "~/"))):
+    if any(c.isspace() for c in value) or not (
+        "://" in value or value.startswith(("/", "./", "../", "~/"))
+    ):
         return False
     # A URL or a path: plain unless a part of it is a key (a webhook URL, `?token=...`).
     return not url_credentials(value) and not any(
-        looks_random(part) for part in re.split(r"[/?&=#:@]", value))
+        looks_random(part) for part in re.split(r"[/?&=#:@]", value)
+    )
 
 
 def secret_values(assignments: Iterable[Assignment]) -> list[str]:
@@ -163,14 +166,16 @@ def secret_values(assignments: Iterable[Assignment]) -> list[str]:
     in every key)."""
     found: list[str] = []
     for assignment in assignments:
-        if len(assignment.value) < MIN_SECRET_LENGTH or _plain(assignment.name,
-                                                               assignment.value):
+        if len(assignment.value) < MIN_SECRET_LENGTH or _plain(assignment.name, assignment.value):
             continue
         for form in dict.fromkeys((assignment.value, assignment.written)):
             found.append(form)
             if "\n" in form:
-                found += [line.strip() for line in form.splitlines()
-                          if not line.strip().startswith("-----")]
+                found += [
+                    line.strip()
+                    for line in form.splitlines()
+                    if not line.strip().startswith("-----")
+                ]
     return [value for value in dict.fromkeys(found) if len(value) >= MIN_SECRET_LENGTH]
 
 
@@ -245,8 +250,12 @@ class SecretFiles:
         strings = list(_strings(arguments))
         assignments = []
         for text in strings:
-            if ("\n" not in text and "=" not in text and not _NAMED_IN_TEXT.search(text)
-                    and not _VARIABLE_NAME.fullmatch(text.strip())):
+            if (
+                "\n" not in text
+                and "=" not in text
+                and not _NAMED_IN_TEXT.search(text)
+                and not _VARIABLE_NAME.fullmatch(text.strip())
+            ):
                 assignments.append(Assignment("", text.strip(), text.strip()))
             assignments += dotenv_assignments(re.sub(r"(?m)^[+\-]", "", text))
             for match in _INLINE_ASSIGNMENT.finditer(text):
@@ -258,8 +267,11 @@ class SecretFiles:
         if not self._folders:
             self._walk([str(self.root)])
             return
-        moved = [folder for folder, mtime in self._folders.items()
-                 if (st := _stat(folder)) is None or st.st_mtime_ns != mtime]
+        moved = [
+            folder
+            for folder, mtime in self._folders.items()
+            if (st := _stat(folder)) is None or st.st_mtime_ns != mtime
+        ]
         if moved:
             self._walk(moved)
 
@@ -271,9 +283,12 @@ class SecretFiles:
             if folder not in self._folders and len(self._folders) >= MAX_FOLDERS:
                 if not self._bounded:
                     self._bounded = True
-                    log.warning("the workspace has more than %d folders; .env files beyond "
-                                "them are not watched", MAX_FOLDERS,
-                                extra={"workspace": str(self.root)})
+                    log.warning(
+                        "the workspace has more than %d folders; .env files beyond "
+                        "them are not watched",
+                        MAX_FOLDERS,
+                        extra={"workspace": str(self.root)},
+                    )
                 continue
             try:
                 mtime = os.stat(folder).st_mtime_ns

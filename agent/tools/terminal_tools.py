@@ -36,28 +36,39 @@ READ_ONLY_GIT = (
 )
 
 
-def describe(result: CommandResult, command: str | None = None,
-             sandbox: str | None = None) -> ToolResult:
+def describe(
+    result: CommandResult, command: str | None = None, sandbox: str | None = None
+) -> ToolResult:
     if result.running:
         waited = f" after {result.duration_ms / 1000:.0f}s" if result.timed_out else ""
-        status = (f"[still running as job {result.job_id}{waited}; read more with "
-                  f"terminal_output, send input with terminal_input, stop it with terminal_kill]")
+        status = (
+            f"[still running as job {result.job_id}{waited}; read more with "
+            f"terminal_output, send input with terminal_input, stop it with terminal_kill]"
+        )
     elif result.exit_code is not None and result.exit_code < 0:
         status = f"[killed by signal {-result.exit_code}]"
     else:
         status = f"[exit code {result.exit_code}]"
-    fields = {"exit_code": result.exit_code, "timed_out": result.timed_out,
-              "background_id": result.job_id if result.running else None}
+    fields = {
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "background_id": result.job_id if result.running else None,
+    }
     if command is not None:
         fields.update(command=command, cwd=".", sandbox=sandbox)
-    data = {"output_bytes": result.output_bytes, "truncated": result.truncated,
-            "running": result.running, "job_id": result.job_id, "limit": result.limit}
-    return ToolResult(text=f"{result.output}\n{status}",
-                      fields=fields, data=data)
+    data = {
+        "output_bytes": result.output_bytes,
+        "truncated": result.truncated,
+        "running": result.running,
+        "job_id": result.job_id,
+        "limit": result.limit,
+    }
+    return ToolResult(text=f"{result.output}\n{status}", fields=fields, data=data)
 
 
-async def guarded(harness: "ToolHarness", result: CommandResult, described: ToolResult,
-                  command: str | None = None) -> ToolResult:
+async def guarded(
+    harness: "ToolHarness", result: CommandResult, described: ToolResult, command: str | None = None
+) -> ToolResult:
     """`described` with the git guard's review: what it neutralized since the last result,
     and why a git command failed when the read-only binds refused it."""
     guard = harness.sandbox.guard
@@ -71,7 +82,8 @@ async def guarded(harness: "ToolHarness", result: CommandResult, described: Tool
         described.text += (
             "\n[git guard: " + "; ".join(change.line() for change in changes) + ". The "
             "user's git would have run these on the host; the originals are kept outside the "
-            "workspace. Tell the user; do not recreate them.]")
+            "workspace. Tell the user; do not recreate them.]"
+        )
         described.data["git_guard"] = [asdict(change) for change in changes]
     return described
 
@@ -81,9 +93,12 @@ def _failed_git_write(result: CommandResult, command: str) -> bool:
     read-only `.git` without a word (`git stash` exits 1 silently)."""
     if result.exit_code in (None, 0):
         return False
-    return any(Path(argv[0]).name == "git" and
-               classify_command(shlex.join(argv)).action_class != ActionClass.read_only
-               for argv in classify_command(command).argvs if argv)
+    return any(
+        Path(argv[0]).name == "git"
+        and classify_command(shlex.join(argv)).action_class != ActionClass.read_only
+        for argv in classify_command(command).argvs
+        if argv
+    )
 
 
 class RunTerminalArgs(ToolArgs):
@@ -131,15 +146,17 @@ class RunTerminal(Tool):
             network=harness.settings.allow_network,
             on_output=ctx.on_output,
         )
-        described = await guarded(harness, result,
-                                  describe(result, args.command, harness.sandbox.name),
-                                  args.command)
+        described = await guarded(
+            harness, result, describe(result, args.command, harness.sandbox.name), args.command
+        )
         unsaved = harness.workspace.unsaved()
         if unsaved:
             # Commands read the disk; the model's reads and edits saw the editor's buffers.
             shown = ", ".join(unsaved[:10]) + (" and more" if len(unsaved) > 10 else "")
-            described.text += (f"\n[note: the command saw files as saved on disk; the editor "
-                               f"has unsaved changes in {shown}]")
+            described.text += (
+                f"\n[note: the command saw files as saved on disk; the editor "
+                f"has unsaved changes in {shown}]"
+            )
         return described
 
 

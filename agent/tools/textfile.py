@@ -120,8 +120,10 @@ def _legacy_code_page(data: bytes) -> charset_normalizer.CharsetMatch | None:
     if best is None or western is None:
         return western or best
     cleaner = best.chaos < western.chaos - _SAME_SCORE
-    more_coherent = (abs(best.chaos - western.chaos) <= _SAME_SCORE
-                     and best.coherence > western.coherence + _SAME_SCORE)
+    more_coherent = (
+        abs(best.chaos - western.chaos) <= _SAME_SCORE
+        and best.coherence > western.coherence + _SAME_SCORE
+    )
     return best if cleaner or more_coherent else western
 
 

@@ -31,8 +31,10 @@ class TodoWrite(Tool):
     async def run(self, args: TodoWriteArgs, ctx: ToolContext) -> ToolResult:
         active = [t for t in args.todos if t.status == TodoStatus.in_progress]
         if len(active) > 1:
-            raise InvalidArguments(f"{len(active)} tasks are in_progress",
-                                   hint="Mark only the task you are working on as in_progress.")
+            raise InvalidArguments(
+                f"{len(active)} tasks are in_progress",
+                hint="Mark only the task you are working on as in_progress.",
+            )
         ctx.harness.todos = list(args.todos)
         done = sum(t.status == TodoStatus.completed for t in args.todos)
         lines = [f"{_MARK[t.status]} {t.content}" for t in args.todos]

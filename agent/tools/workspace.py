@@ -57,8 +57,9 @@ class DiskWriter:
 
 
 class Workspace:
-    def __init__(self, root: Path, writer: Writer | None = None,
-                 overlay: Mapping[Path, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, writer: Writer | None = None, overlay: Mapping[Path, str] | None = None
+    ) -> None:
         """`overlay`: unsaved editor text by resolved path, kept current by the transport."""
         resolved = Path(root).resolve()
         if not resolved.is_dir():
@@ -129,21 +130,25 @@ class Workspace:
         try:
             return self.tree.read(path, limit)
         except (FileNotFoundError, NotADirectoryError):
-            raise NotFound(f"{shown} does not exist",
-                           hint="Check the path with glob or grep.") from None
+            raise NotFound(
+                f"{shown} does not exist", hint="Check the path with glob or grep."
+            ) from None
         except IsADirectoryError:
-            raise InvalidArguments(f"{shown} is a directory",
-                                   hint="List it with glob instead.") from None
+            raise InvalidArguments(
+                f"{shown} is a directory", hint="List it with glob instead."
+            ) from None
         except NotRegularFile:
-            raise InvalidArguments(f"{shown} is not a regular file (a FIFO, socket or device)",
-                                   hint="Only regular files can be read.") from None
+            raise InvalidArguments(
+                f"{shown} is not a regular file (a FIFO, socket or device)",
+                hint="Only regular files can be read.",
+            ) from None
         except FileTooLarge as exc:
             raise InvalidArguments(
                 f"{shown} is {exc.size:,} bytes, over the {limit:,}-byte limit for text tools",
-                hint="Search it with grep instead.") from None
+                hint="Search it with grep instead.",
+            ) from None
         except OSError as exc:
-            raise UnexpectedEnvironment(f"reading {shown} failed: {exc.strerror or exc}") \
-                from None
+            raise UnexpectedEnvironment(f"reading {shown} failed: {exc.strerror or exc}") from None
 
     def read_text(self, path: Path) -> TextFile:
         """The file as text, the editor's unsaved buffer winning over the disk. Raises
@@ -151,8 +156,7 @@ class Workspace:
         text = self._overlay.get(path)
         if text is not None:
             on_disk = self._disk_bytes(path)
-            return TextFile(text, decode(on_disk).format) if on_disk is not None \
-                else new_file(text)
+            return TextFile(text, decode(on_disk).format) if on_disk is not None else new_file(text)
         return decode(self.read_bytes(path))
 
     def unsaved(self) -> list[str]:

@@ -24,8 +24,20 @@ from opencomposer.agent.traces.store import TraceStore
 
 FORMAT = "opencomposer.trace/1"
 _PAGE = 200
-_CALL_FIELDS = ("id", "turn_id", "step", "purpose", "segment", "engine", "model",
-                "weights_version", "request", "response", "error", "redacted")
+_CALL_FIELDS = (
+    "id",
+    "turn_id",
+    "step",
+    "purpose",
+    "segment",
+    "engine",
+    "model",
+    "weights_version",
+    "request",
+    "response",
+    "error",
+    "redacted",
+)
 _TOKEN_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "routed_experts")
 
 
@@ -33,9 +45,13 @@ class ExportError(Exception):
     """The export cannot be made: an unknown thread, or a missing optional dependency."""
 
 
-def iter_threads(store: TraceStore, *, thread_ids: Iterable[str] | None = None,
-                 workspace: str | None = None, for_training: bool = False
-                 ) -> Iterator[dict[str, Any]]:
+def iter_threads(
+    store: TraceStore,
+    *,
+    thread_ids: Iterable[str] | None = None,
+    workspace: str | None = None,
+    for_training: bool = False,
+) -> Iterator[dict[str, Any]]:
     """Records of the given threads (all threads, most recently updated first, when None),
     optionally only those of one workspace and only those consented to for training."""
     consent: dict[str, bool] = {}
@@ -74,21 +90,46 @@ def write_parquet(records: Iterable[dict[str, Any]], folder: Path) -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
-        raise ExportError("Parquet export needs pyarrow: pip install 'opencomposer[parquet]'"
-                          ) from exc
+        raise ExportError(
+            "Parquet export needs pyarrow: pip install 'opencomposer[parquet]'"
+        ) from exc
 
     ints, floats, text = pa.list_(pa.int32()), pa.list_(pa.float32()), pa.string()
-    item_schema = pa.schema([("thread_id", text), ("turn_id", text), ("item_id", text),
-                             ("position", pa.int32()), ("type", text), ("status", text),
-                             ("payload", text)])
-    call_schema = pa.schema([
-        ("thread_id", text), ("id", pa.int64()), ("turn_id", text), ("step", pa.int32()),
-        ("purpose", text), ("segment", pa.int32()), ("engine", text), ("model", text),
-        ("weights_version", text), ("request", text), ("response", text), ("error", text),
-        ("redacted", pa.bool_()), ("prompt_token_ids", ints), ("completion_token_ids", ints),
-        ("logprobs", floats), ("routed_experts", ints), ("routed_experts_shape", ints),
-        ("started_at", pa.timestamp("us", tz="UTC")), ("duration_ms", pa.int64()),
-    ])
+    item_schema = pa.schema(
+        [
+            ("thread_id", text),
+            ("turn_id", text),
+            ("item_id", text),
+            ("position", pa.int32()),
+            ("type", text),
+            ("status", text),
+            ("payload", text),
+        ]
+    )
+    call_schema = pa.schema(
+        [
+            ("thread_id", text),
+            ("id", pa.int64()),
+            ("turn_id", text),
+            ("step", pa.int32()),
+            ("purpose", text),
+            ("segment", pa.int32()),
+            ("engine", text),
+            ("model", text),
+            ("weights_version", text),
+            ("request", text),
+            ("response", text),
+            ("error", text),
+            ("redacted", pa.bool_()),
+            ("prompt_token_ids", ints),
+            ("completion_token_ids", ints),
+            ("logprobs", floats),
+            ("routed_experts", ints),
+            ("routed_experts_shape", ints),
+            ("started_at", pa.timestamp("us", tz="UTC")),
+            ("duration_ms", pa.int64()),
+        ]
+    )
     items: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     count = 0
@@ -96,16 +137,23 @@ def write_parquet(records: Iterable[dict[str, Any]], folder: Path) -> int:
         count += 1
         thread_id = record["thread"]["id"]
         log = (item for turn in record["turns"] for item in turn["items"])
-        items.extend({"thread_id": thread_id, "turn_id": item["turn_id"], "item_id": item["id"],
-                      "position": position, "type": item["type"], "status": item["status"],
-                      "payload": json.dumps(item, ensure_ascii=False)}
-                     for position, item in enumerate(log))
+        items.extend(
+            {
+                "thread_id": thread_id,
+                "turn_id": item["turn_id"],
+                "item_id": item["id"],
+                "position": position,
+                "type": item["type"],
+                "status": item["status"],
+                "payload": json.dumps(item, ensure_ascii=False),
+            }
+            for position, item in enumerate(log)
+        )
         for call in record["model_calls"]:
             calls.append(_call_row(thread_id, call))
 
     folder.mkdir(parents=True, exist_ok=True)
-    for name, rows, schema in (("items", items, item_schema),
-                               ("model_calls", calls, call_schema)):
+    for name, rows, schema in (("items", items, item_schema), ("model_calls", calls, call_schema)):
         target = folder / f"{name}.parquet"
         partial = folder / f".{name}.parquet.tmp"
         try:
@@ -116,8 +164,9 @@ def write_parquet(records: Iterable[dict[str, Any]], folder: Path) -> int:
     return count
 
 
-def _threads(store: TraceStore, thread_ids: Iterable[str] | None,
-             workspace: str | None) -> Iterator[Thread]:
+def _threads(
+    store: TraceStore, thread_ids: Iterable[str] | None, workspace: str | None
+) -> Iterator[Thread]:
     if thread_ids is not None:
         for thread_id in thread_ids:
             thread = store.thread(thread_id)
@@ -143,8 +192,13 @@ def _record(store: TraceStore, thread: Thread, consent: bool) -> dict[str, Any]:
         "turns": [turn.model_dump(mode="json") for turn in store.turns(thread.id)],
         "model_calls": [_call(call) for call in store.model_calls(thread.id)],
         "outcomes": [
-            {"kind": o.kind, "turn_id": o.turn_id, "item_id": o.item_id, "detail": o.detail,
-             "at": o.at.isoformat()}
+            {
+                "kind": o.kind,
+                "turn_id": o.turn_id,
+                "item_id": o.item_id,
+                "detail": o.detail,
+                "at": o.at.isoformat(),
+            }
             for o in store.outcomes(thread.id)
         ],
     }
@@ -152,9 +206,12 @@ def _record(store: TraceStore, thread: Thread, consent: bool) -> dict[str, Any]:
 
 def _call(call: dict[str, Any]) -> dict[str, Any]:
     """A stored model call with its token layer grouped under `tokens`."""
-    return {**{key: call[key] for key in _CALL_FIELDS},
-            "tokens": {key: call[key] for key in _TOKEN_FIELDS},
-            "started_at": call["started_at"], "duration_ms": call["duration_ms"]}
+    return {
+        **{key: call[key] for key in _CALL_FIELDS},
+        "tokens": {key: call[key] for key in _TOKEN_FIELDS},
+        "started_at": call["started_at"],
+        "duration_ms": call["duration_ms"],
+    }
 
 
 def _call_row(thread_id: str, call: dict[str, Any]) -> dict[str, Any]:
@@ -162,8 +219,10 @@ def _call_row(thread_id: str, call: dict[str, Any]) -> dict[str, Any]:
     shaped = None if experts is None else np.asarray(experts, dtype=np.int32)
     return {
         **{key: call[key] for key in _CALL_FIELDS},
-        **{key: None if call[key] is None else json.dumps(call[key], ensure_ascii=False)
-           for key in ("request", "response", "error")},
+        **{
+            key: None if call[key] is None else json.dumps(call[key], ensure_ascii=False)
+            for key in ("request", "response", "error")
+        },
         **call["tokens"],
         "thread_id": thread_id,
         "duration_ms": call["duration_ms"],

@@ -9,15 +9,32 @@ from opencomposer.serving.engines.base import GenerationRequest, GenerationResul
 from opencomposer.serving.engines.errors import EngineError
 
 
-def model_call_record(*, thread_id: str, turn_id: str, step: int, purpose: str, segment: int,
-                      request: GenerationRequest, started: datetime, duration_ms: int,
-                      engine: str, result: GenerationResult | None = None,
-                      error: EngineError | None = None) -> ModelCallRecord:
+def model_call_record(
+    *,
+    thread_id: str,
+    turn_id: str,
+    step: int,
+    purpose: str,
+    segment: int,
+    request: GenerationRequest,
+    started: datetime,
+    duration_ms: int,
+    engine: str,
+    result: GenerationResult | None = None,
+    error: EngineError | None = None,
+) -> ModelCallRecord:
     tokens = result.tokens if result else None
     return ModelCallRecord(
-        thread_id=thread_id, turn_id=turn_id, step=step, purpose=purpose, segment=segment,
-        request=request.model_dump(mode="json"), started_at=started, duration_ms=duration_ms,
-        engine=engine, model=(result.model if result else None) or request.model,
+        thread_id=thread_id,
+        turn_id=turn_id,
+        step=step,
+        purpose=purpose,
+        segment=segment,
+        request=request.model_dump(mode="json"),
+        started_at=started,
+        duration_ms=duration_ms,
+        engine=engine,
+        model=(result.model if result else None) or request.model,
         response=result.to_json() if result else None,
         error={"kind": error.kind, "message": error.message} if error else None,
         weights_version=tokens.weights_version if tokens else None,
@@ -28,8 +45,9 @@ def model_call_record(*, thread_id: str, turn_id: str, step: int, purpose: str, 
     )
 
 
-def edit_outcomes(harness: ToolHarness, thread_id: str, turn_id: str,
-                  when: str = "followup") -> list[Outcome]:
+def edit_outcomes(
+    harness: ToolHarness, thread_id: str, turn_id: str, when: str = "followup"
+) -> list[Outcome]:
     """For each file the turn changed: kept as the agent wrote it, reverted to what it was
     before, or changed since (compared with the turn's checkpoints, and with an editor's
     unsaved buffer where there is one). `when`: `followup` (the user's next request) or
@@ -37,10 +55,19 @@ def edit_outcomes(harness: ToolHarness, thread_id: str, turn_id: str,
     outcomes = []
     for restore in harness.checkpoints.plan_undo("turn", turn_id):
         current = harness.workspace.current_bytes(restore.path)
-        kind = ("edit_kept" if current == restore.expected else
-                "edit_reverted" if current == restore.restore else "edit_modified")
-        outcomes.append(Outcome(thread_id, kind,
-                                {"path": harness.workspace.relative(restore.path),
-                                 "when": when},
-                                turn_id=turn_id))
+        kind = (
+            "edit_kept"
+            if current == restore.expected
+            else "edit_reverted"
+            if current == restore.restore
+            else "edit_modified"
+        )
+        outcomes.append(
+            Outcome(
+                thread_id,
+                kind,
+                {"path": harness.workspace.relative(restore.path), "when": when},
+                turn_id=turn_id,
+            )
+        )
     return outcomes

@@ -27,8 +27,9 @@ from opencomposer.agent.protocol.items import Item, ItemStatus, ToolCallFields
 from opencomposer.agent.protocol.threads import StopReason, Turn, TurnStatus
 
 INTERRUPTED_NOTE = "\n[interrupted: the server stopped]"
-SERVER_STOPPED = ErrorInfo(kind="server_stopped",
-                           message="the server stopped while this turn was running")
+SERVER_STOPPED = ErrorInfo(
+    kind="server_stopped", message="the server stopped while this turn was running"
+)
 
 
 class OwnerLock:
@@ -109,12 +110,14 @@ def recorded_usage(calls: Iterable[dict[str, Any] | None]) -> TokenUsage:
             prompt_tokens=usage.prompt_tokens + counts.get("prompt_tokens", 0),
             completion_tokens=usage.completion_tokens + counts.get("completion_tokens", 0),
             cached_prompt_tokens=usage.cached_prompt_tokens + counts.get("cached_tokens", 0),
-            model_calls=usage.model_calls + 1)
+            model_calls=usage.model_calls + 1,
+        )
     return usage
 
 
-def closing_events(turn: Turn, open_items: list[Item], streamed: dict[str, str],
-                   usage: TokenUsage, first_seq: int) -> list[Event]:
+def closing_events(
+    turn: Turn, open_items: list[Item], streamed: dict[str, str], usage: TokenUsage, first_seq: int
+) -> list[Event]:
     """The events that end an abandoned turn, numbered from `first_seq`: each open item
     completed `interrupted`, keeping the text it had streamed, then the turn itself."""
     next_seq = itertools.count(first_seq).__next__
@@ -129,8 +132,14 @@ def closing_events(turn: Turn, open_items: list[Item], streamed: dict[str, str],
             changes["text"] = text
         final = type(item).model_validate({**item.model_dump(), **changes})
         events.append(ItemCompletedEvent(seq=next_seq(), thread_id=turn.thread_id, item=final))
-    ended = turn.model_copy(update={
-        "status": TurnStatus.interrupted, "stop_reason": StopReason.interrupted,
-        "error": SERVER_STOPPED, "usage": usage, "completed_at": now})
+    ended = turn.model_copy(
+        update={
+            "status": TurnStatus.interrupted,
+            "stop_reason": StopReason.interrupted,
+            "error": SERVER_STOPPED,
+            "usage": usage,
+            "completed_at": now,
+        }
+    )
     events.append(TurnCompletedEvent(seq=next_seq(), thread_id=turn.thread_id, turn=ended))
     return events

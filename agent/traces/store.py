@@ -248,8 +248,10 @@ class TraceStore:
             self._db.execute("PRAGMA busy_timeout=5000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise TraceStoreError(f"{path} was written by a newer opencomposer "
-                                      f"(schema {version} > {SCHEMA_VERSION})")
+                raise TraceStoreError(
+                    f"{path} was written by a newer opencomposer "
+                    f"(schema {version} > {SCHEMA_VERSION})"
+                )
             with self._db:
                 self._db.executescript(_SCHEMA)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -283,9 +285,14 @@ class TraceStore:
         with self._db:
             self._db.execute(
                 "INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?)",
-                (thread.id, thread.workspace, self.redactor.redact(system_prompt),
-                 thread.created_at.isoformat(), thread.updated_at.isoformat(),
-                 self._model_json(thread)),
+                (
+                    thread.id,
+                    thread.workspace,
+                    self.redactor.redact(system_prompt),
+                    thread.created_at.isoformat(),
+                    thread.updated_at.isoformat(),
+                    self._model_json(thread),
+                ),
             )
 
     def update_thread(self, thread: Thread) -> None:
@@ -296,17 +303,20 @@ class TraceStore:
             )
 
     def thread(self, thread_id: str) -> Thread | None:
-        row = self._db.execute("SELECT payload, updated_at FROM threads WHERE id = ?",
-                               (thread_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT payload, updated_at FROM threads WHERE id = ?", (thread_id,)
+        ).fetchone()
         return _thread(*row) if row else None
 
     def system_prompt(self, thread_id: str) -> str:
-        row = self._db.execute("SELECT system_prompt FROM threads WHERE id = ?",
-                               (thread_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT system_prompt FROM threads WHERE id = ?", (thread_id,)
+        ).fetchone()
         return row[0] if row else ""
 
-    def list_threads(self, limit: int = 50, cursor: str | None = None,
-                     workspace: str | None = None) -> tuple[list[Thread], str | None]:
+    def list_threads(
+        self, limit: int = 50, cursor: str | None = None, workspace: str | None = None
+    ) -> tuple[list[Thread], str | None]:
         """Most recently updated first. The cursor names the position after the previous
         page (time and id), so a thread updated meanwhile is not listed twice."""
         where: list[str] = []
@@ -337,15 +347,24 @@ class TraceStore:
 
     def _append(self, event: Event) -> None:
         """`append` inside a transaction the caller holds."""
-        self._db.execute("INSERT INTO events VALUES (?, ?, ?, ?)",
-                         (event.thread_id, event.seq, event.type, self._model_json(event)))
+        self._db.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?)",
+            (event.thread_id, event.seq, event.type, self._model_json(event)),
+        )
         if isinstance(event, ItemStartedEvent | ItemCompletedEvent):
             item = event.item
             self._db.execute(
                 "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id) "
                 "DO UPDATE SET status = excluded.status, payload = excluded.payload",
-                (event.thread_id, item.id, item.turn_id, event.seq, item.type, item.status,
-                 self._model_json(item)),
+                (
+                    event.thread_id,
+                    item.id,
+                    item.turn_id,
+                    event.seq,
+                    item.type,
+                    item.status,
+                    self._model_json(item),
+                ),
             )
         elif isinstance(event, TurnStartedEvent | TurnCompletedEvent):
             turn = event.turn
@@ -355,13 +374,16 @@ class TraceStore:
                 (turn.id, turn.thread_id, event.seq, turn.status, self._model_json(turn)),
             )
             if isinstance(event, TurnStartedEvent):
-                self._db.execute("INSERT OR REPLACE INTO turn_owners VALUES (?, ?)",
-                                 (turn.id, self._owner.id))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO turn_owners VALUES (?, ?)", (turn.id, self._owner.id)
+                )
             else:
                 self._db.execute("DELETE FROM turn_owners WHERE turn_id = ?", (turn.id,))
         if not isinstance(event, ThreadStartedEvent):
-            self._db.execute("UPDATE threads SET updated_at = ? WHERE id = ?",
-                             (event.at.isoformat(), event.thread_id))
+            self._db.execute(
+                "UPDATE threads SET updated_at = ? WHERE id = ?",
+                (event.at.isoformat(), event.thread_id),
+            )
 
     def _recover_abandoned_turns(self) -> list[str]:
         """Close every running turn whose owner is gone (`recovery`), in one write
@@ -371,15 +393,20 @@ class TraceStore:
         try:
             running = self._db.execute(
                 "SELECT t.payload, t.position, o.owner FROM turns t LEFT JOIN turn_owners o "
-                "ON o.turn_id = t.id WHERE t.status = ?", (TurnStatus.in_progress,)).fetchall()
+                "ON o.turn_id = t.id WHERE t.status = ?",
+                (TurnStatus.in_progress,),
+            ).fetchall()
             for payload, position, owner in running:
                 if owner_alive(self._owners, owner):
                     continue
                 turn = Turn.model_validate_json(payload)
-                for event in closing_events(turn, self._open_items(turn.id),
-                                            self._streamed(turn.thread_id, position),
-                                            self._recorded_usage(turn.id),
-                                            self.last_seq(turn.thread_id) + 1):
+                for event in closing_events(
+                    turn,
+                    self._open_items(turn.id),
+                    self._streamed(turn.thread_id, position),
+                    self._recorded_usage(turn.id),
+                    self.last_seq(turn.thread_id) + 1,
+                ):
                     self._append(event)
                 recovered.append(turn.id)
             self._db.execute("COMMIT")
@@ -389,29 +416,34 @@ class TraceStore:
         return recovered
 
     def _open_items(self, turn_id: str) -> list[Item]:
-        rows = self._db.execute("SELECT payload FROM items WHERE turn_id = ? AND status = ? "
-                                "ORDER BY position", (turn_id, ItemStatus.in_progress))
+        rows = self._db.execute(
+            "SELECT payload FROM items WHERE turn_id = ? AND status = ? ORDER BY position",
+            (turn_id, ItemStatus.in_progress),
+        )
         return [_ITEM.validate_json(row[0]) for row in rows]
 
     def _streamed(self, thread_id: str, after_seq: int) -> dict[str, str]:
         """Text each item streamed after `after_seq` (a turn's start), joined."""
         pieces: dict[str, list[str]] = {}
         for (payload,) in self._db.execute(
-                "SELECT payload FROM events WHERE thread_id = ? AND seq > ? AND type = ? "
-                "ORDER BY seq", (thread_id, after_seq, "item.delta")):
+            "SELECT payload FROM events WHERE thread_id = ? AND seq > ? AND type = ? ORDER BY seq",
+            (thread_id, after_seq, "item.delta"),
+        ):
             event = _EVENT.validate_json(payload)
             assert isinstance(event, ItemDeltaEvent)
             pieces.setdefault(event.item_id, []).append(event.delta.text)
         return {item_id: "".join(texts) for item_id, texts in pieces.items()}
 
     def _recorded_usage(self, turn_id: str) -> TokenUsage:
-        rows = self._db.execute("SELECT response FROM model_calls WHERE turn_id = ? ORDER BY id",
-                                (turn_id,))
+        rows = self._db.execute(
+            "SELECT response FROM model_calls WHERE turn_id = ? ORDER BY id", (turn_id,)
+        )
         return recorded_usage(None if row[0] is None else json.loads(row[0]) for row in rows)
 
     def last_seq(self, thread_id: str) -> int:
-        row = self._db.execute("SELECT MAX(seq) FROM events WHERE thread_id = ?",
-                               (thread_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT MAX(seq) FROM events WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
         return row[0] or 0
 
     def events(self, thread_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
@@ -430,8 +462,9 @@ class TraceStore:
 
     def last_turn_id(self, thread_id: str) -> str | None:
         """The thread's latest turn, without reading the turns and their items."""
-        row = self._db.execute("SELECT id FROM turns WHERE thread_id = ? ORDER BY position DESC "
-                               "LIMIT 1", (thread_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT id FROM turns WHERE thread_id = ? ORDER BY position DESC LIMIT 1", (thread_id,)
+        ).fetchone()
         return row[0] if row else None
 
     def turns(self, thread_id: str) -> list[TurnWithItems]:
@@ -474,16 +507,27 @@ class TraceStore:
                 "completion_token_ids, logprobs, routed_experts, routed_experts_shape, "
                 "started_at, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                 "?, ?, ?, ?)",
-                (call.thread_id, call.turn_id, call.step, call.purpose, call.segment, call.engine,
-                 call.model, call.weights_version, request,
-                 texts["response"][1] if "response" in texts else None,
-                 texts["error"][1] if "error" in texts else None, int(redacted),
-                 _pack(call.prompt_token_ids, np.int32),
-                 _pack(call.completion_token_ids, np.int32),
-                 _pack(call.logprobs, np.float32),
-                 None if experts is None else np.ascontiguousarray(experts, "<i4").tobytes(),
-                 None if experts is None else json.dumps(list(experts.shape)),
-                 call.started_at.isoformat(), call.duration_ms),
+                (
+                    call.thread_id,
+                    call.turn_id,
+                    call.step,
+                    call.purpose,
+                    call.segment,
+                    call.engine,
+                    call.model,
+                    call.weights_version,
+                    request,
+                    texts["response"][1] if "response" in texts else None,
+                    texts["error"][1] if "error" in texts else None,
+                    int(redacted),
+                    _pack(call.prompt_token_ids, np.int32),
+                    _pack(call.completion_token_ids, np.int32),
+                    _pack(call.logprobs, np.float32),
+                    None if experts is None else np.ascontiguousarray(experts, "<i4").tobytes(),
+                    None if experts is None else json.dumps(list(experts.shape)),
+                    call.started_at.isoformat(),
+                    call.duration_ms,
+                ),
             )
         return int(cursor.lastrowid or 0)
 
@@ -491,8 +535,9 @@ class TraceStore:
         """Every model call of a thread in order, token layer decoded into lists."""
         cursor = self._db.cursor()
         cursor.row_factory = sqlite3.Row
-        rows = cursor.execute("SELECT * FROM model_calls WHERE thread_id = ? ORDER BY id",
-                              (thread_id,)).fetchall()
+        rows = cursor.execute(
+            "SELECT * FROM model_calls WHERE thread_id = ? ORDER BY id", (thread_id,)
+        ).fetchall()
         calls = []
         for row in rows:
             call = dict(row)
@@ -504,8 +549,11 @@ class TraceStore:
             call["logprobs"] = _unpack(call["logprobs"], "<f4")
             shape = call.pop("routed_experts_shape")
             experts = call["routed_experts"]
-            call["routed_experts"] = None if experts is None else np.frombuffer(
-                experts, "<i4").reshape(json.loads(shape)).tolist()
+            call["routed_experts"] = (
+                None
+                if experts is None
+                else np.frombuffer(experts, "<i4").reshape(json.loads(shape)).tolist()
+            )
             calls.append(call)
         return calls
 
@@ -516,17 +564,26 @@ class TraceStore:
             self._db.execute(
                 "INSERT INTO outcomes (thread_id, turn_id, item_id, kind, detail, at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (outcome.thread_id, outcome.turn_id, outcome.item_id, outcome.kind,
-                 self._json(outcome.detail), outcome.at.isoformat()),
+                (
+                    outcome.thread_id,
+                    outcome.turn_id,
+                    outcome.item_id,
+                    outcome.kind,
+                    self._json(outcome.detail),
+                    outcome.at.isoformat(),
+                ),
             )
 
     def outcomes(self, thread_id: str) -> list[Outcome]:
         rows = self._db.execute(
             "SELECT thread_id, kind, detail, turn_id, item_id, at FROM outcomes "
-            "WHERE thread_id = ? ORDER BY id", (thread_id,)
+            "WHERE thread_id = ? ORDER BY id",
+            (thread_id,),
         ).fetchall()
-        return [Outcome(r[0], r[1], json.loads(r[2]), r[3], r[4], datetime.fromisoformat(r[5]))
-                for r in rows]
+        return [
+            Outcome(r[0], r[1], json.loads(r[2]), r[3], r[4], datetime.fromisoformat(r[5]))
+            for r in rows
+        ]
 
     def set_consent(self, workspace: str, allowed: bool) -> None:
         with self._db:
@@ -539,10 +596,10 @@ class TraceStore:
     def consent(self, workspace: str) -> bool:
         """Whether the user allowed this workspace's traces to be used for training (no
         answer is no)."""
-        row = self._db.execute("SELECT training_consent FROM workspaces WHERE path = ?",
-                               (workspace,)).fetchone()
+        row = self._db.execute(
+            "SELECT training_consent FROM workspaces WHERE path = ?", (workspace,)
+        ).fetchone()
         return bool(row and row[0])
-
 
     # ------------------------------------------------------------------ inline completions
 
@@ -551,21 +608,36 @@ class TraceStore:
             self._db.execute(
                 "INSERT INTO completions (id, workspace, path, language, model, prefix_length, "
                 "suffix_length, text, duration_ms, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.id, record.workspace, self.redactor.redact(record.path), record.language,
-                 record.model, record.prefix_length, record.suffix_length,
-                 self.redactor.redact(record.text), record.duration_ms, record.at.isoformat()),
+                (
+                    record.id,
+                    record.workspace,
+                    self.redactor.redact(record.path),
+                    record.language,
+                    record.model,
+                    record.prefix_length,
+                    record.suffix_length,
+                    self.redactor.redact(record.text),
+                    record.duration_ms,
+                    record.at.isoformat(),
+                ),
             )
 
-    def record_completion_event(self, completion_id: str, kind: str,
-                                detail: dict[str, Any] | None = None) -> bool:
+    def record_completion_event(
+        self, completion_id: str, kind: str, detail: dict[str, Any] | None = None
+    ) -> bool:
         """Add what the user did with a completion; False (nothing written) when the id is not
         a recorded completion, which editors can send after a restart or for another server."""
         with self._db:
             cursor = self._db.execute(
                 "INSERT INTO completion_events (completion_id, kind, detail, at) "
                 "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM completions WHERE id = ?)",
-                (completion_id, kind, self._json(detail or {}), datetime.now(UTC).isoformat(),
-                 completion_id),
+                (
+                    completion_id,
+                    kind,
+                    self._json(detail or {}),
+                    datetime.now(UTC).isoformat(),
+                    completion_id,
+                ),
             )
         return cursor.rowcount == 1
 
@@ -580,7 +652,8 @@ class TraceStore:
     def _completions(self, clause: str, args: tuple[object, ...]) -> list[CompletionRecord]:
         rows = self._db.execute(
             "SELECT id, path, text, prefix_length, suffix_length, duration_ms, workspace, "
-            f"language, model, at FROM completions {clause}", args
+            f"language, model, at FROM completions {clause}",
+            args,
         ).fetchall()
         records = [CompletionRecord(*row[:9], at=datetime.fromisoformat(row[9])) for row in rows]
         for record in records:
@@ -588,7 +661,9 @@ class TraceStore:
                 CompletionEvent(kind, json.loads(detail), datetime.fromisoformat(at))
                 for kind, detail, at in self._db.execute(
                     "SELECT kind, detail, at FROM completion_events WHERE completion_id = ? "
-                    "ORDER BY id", (record.id,))
+                    "ORDER BY id",
+                    (record.id,),
+                )
             ]
         return records
 

@@ -10,18 +10,25 @@ from rich.table import Table
 from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
 from opencomposer.serving.cli.output import err, out, print_bench
 
-bench_app = typer.Typer(help="Benchmarks: ours beside a baseline, as a ratio.",
-                        no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks: ours beside a baseline, as a ratio.", no_args_is_help=True
+)
 
 
 @bench_app.command("tools")
 def tools(
-    tree: Annotated[Path | None, typer.Option(
-        help="Source tree to search (default: the Python standard library plus packages).",
-        exists=True, file_okay=False)] = None,
+    tree: Annotated[
+        Path | None,
+        typer.Option(
+            help="Source tree to search (default: the Python standard library plus packages).",
+            exists=True,
+            file_okay=False,
+        ),
+    ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="Runs per figure (median).")] = 5,
-    semantic_files: Annotated[int, typer.Option(
-        min=1, help="Files embedded for the semantic figures.")] = 40,
+    semantic_files: Annotated[
+        int, typer.Option(min=1, help="Files embedded for the semantic figures.")
+    ] = 40,
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
@@ -30,22 +37,32 @@ def tools(
 
     settings = settings_for(None, overrides_from(config)).settings
     with err.status("benchmarking the tools (a minute or two)"):
-        rows, info = asyncio.run(run_tool_bench(tree, settings.models_dir, repeat=repeat,
-                                                semantic_files=semantic_files))
-    print_bench(rows, info, f"tree: {info['files']:,} files, {info['lines']:,} lines "
-                            f"({', '.join(info['sources'])})", json)
+        rows, info = asyncio.run(
+            run_tool_bench(tree, settings.models_dir, repeat=repeat, semantic_files=semantic_files)
+        )
+    print_bench(
+        rows,
+        info,
+        f"tree: {info['files']:,} files, {info['lines']:,} lines ({', '.join(info['sources'])})",
+        json,
+    )
 
 
 @bench_app.command("agent")
 def agent(
-    steps: Annotated[int, typer.Option(
-        min=1, help="Tool-calling model steps per turn (a final answer step follows).")] = 50,
-    calls: Annotated[int, typer.Option(
-        min=2, help="Tool calls in the one step that prices a call.")] = 100,
-    items: Annotated[int, typer.Option(
-        min=1, help="Items appended to the trace store.")] = 2000,
-    thread_items: Annotated[int, typer.Option(
-        min=1, help="Items in the thread whose prompt is rebuilt.")] = 200,
+    steps: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Tool-calling model steps per turn (a final answer step follows)."
+        ),
+    ] = 50,
+    calls: Annotated[
+        int, typer.Option(min=2, help="Tool calls in the one step that prices a call.")
+    ] = 100,
+    items: Annotated[int, typer.Option(min=1, help="Items appended to the trace store.")] = 2000,
+    thread_items: Annotated[
+        int, typer.Option(min=1, help="Items in the thread whose prompt is rebuilt.")
+    ] = 200,
     repeat: Annotated[int, typer.Option(min=1, help="Runs per figure (median).")] = 3,
     json: Json = False,
 ) -> None:
@@ -54,23 +71,35 @@ def agent(
     from opencomposer.agent.bench import run_agent_bench  # the runtime loads only here
 
     with err.status("benchmarking the agent runtime"):
-        rows, info = asyncio.run(run_agent_bench(
-            steps=steps, calls=calls, items=items,
-            thread_items=thread_items, repeat=repeat))
-    print_bench(rows, info, f"{steps + 1}-step turns against an instant replay engine, "
-                            f"{items:,} trace items, a {thread_items}-item thread; median of "
-                            f"{repeat} runs", json)
+        rows, info = asyncio.run(
+            run_agent_bench(
+                steps=steps, calls=calls, items=items, thread_items=thread_items, repeat=repeat
+            )
+        )
+    print_bench(
+        rows,
+        info,
+        f"{steps + 1}-step turns against an instant replay engine, "
+        f"{items:,} trace items, a {thread_items}-item thread; median of "
+        f"{repeat} runs",
+        json,
+    )
 
 
 @bench_app.command("http")
 def http(
-    concurrency: Annotated[list[int] | None, typer.Option(
-        min=1, help="Concurrent clients; repeat for several levels (default: 1, 16, 100).")
+    concurrency: Annotated[
+        list[int] | None,
+        typer.Option(
+            min=1, help="Concurrent clients; repeat for several levels (default: 1, 16, 100)."
+        ),
     ] = None,
-    requests: Annotated[int, typer.Option(
-        min=1, help="Chat completions per level (at least one per client).")] = 1000,
-    turns: Annotated[int, typer.Option(
-        min=1, help="Agent turns per level (at least one per client).")] = 200,
+    requests: Annotated[
+        int, typer.Option(min=1, help="Chat completions per level (at least one per client).")
+    ] = 1000,
+    turns: Annotated[
+        int, typer.Option(min=1, help="Agent turns per level (at least one per client).")
+    ] = 200,
     json: Json = False,
 ) -> None:
     """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
@@ -79,20 +108,26 @@ def http(
     from opencomposer.serving.http.bench import run_http_bench  # the server loads only here
 
     with err.status("benchmarking the HTTP server"):
-        rows, info = asyncio.run(run_http_bench(concurrency=concurrency, requests=requests,
-                                                turns=turns))
+        rows, info = asyncio.run(
+            run_http_bench(concurrency=concurrency, requests=requests, turns=turns)
+        )
     levels = ", ".join(str(level) for level in info["concurrency"])
-    print_bench(rows, info, f"a loopback uvicorn server in its own process and an instant "
-                            f"replay engine; {levels} concurrent clients; {requests:,} chat "
-                            f"completions and {turns:,} agent turns per level", json)
+    print_bench(
+        rows,
+        info,
+        f"a loopback uvicorn server in its own process and an instant "
+        f"replay engine; {levels} concurrent clients; {requests:,} chat "
+        f"completions and {turns:,} agent turns per level",
+        json,
+    )
 
 
 @bench_app.command("lsp")
 def lsp(
-    completions: Annotated[int, typer.Option(
-        min=1, help="Inline completion requests per server.")] = 300,
-    turns: Annotated[int, typer.Option(min=1, help="Agent turns (and bare notifications).")]
-    = 100,
+    completions: Annotated[
+        int, typer.Option(min=1, help="Inline completion requests per server.")
+    ] = 300,
+    turns: Annotated[int, typer.Option(min=1, help="Agent turns (and bare notifications).")] = 100,
     json: Json = False,
 ) -> None:
     """The language server's own cost: an inline completion's request-to-response time and a
@@ -102,18 +137,25 @@ def lsp(
 
     with err.status("benchmarking the language server"):
         rows, info = asyncio.run(run_lsp_bench(completions_count=completions, turns=turns))
-    print_bench(rows, info, f"two stdio servers in their own processes, one client; "
-                            f"{completions:,} inline completions and {turns:,} agent turns",
-                json)
+    print_bench(
+        rows,
+        info,
+        f"two stdio servers in their own processes, one client; "
+        f"{completions:,} inline completions and {turns:,} agent turns",
+        json,
+    )
 
 
 @bench_app.command("security")
 def security(
-    runs: Annotated[int, typer.Option(min=1, help="run_terminal calls per command and side.")]
-    = 50,
-    bomb: Annotated[bool, typer.Option(
-        help="Also time how long a fork bomb lives at the process limit (only where a cgroup "
-             "enforces it).")] = True,
+    runs: Annotated[int, typer.Option(min=1, help="run_terminal calls per command and side.")] = 50,
+    bomb: Annotated[
+        bool,
+        typer.Option(
+            help="Also time how long a fork bomb lives at the process limit (only where a cgroup "
+            "enforces it)."
+        ),
+    ] = True,
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
@@ -123,17 +165,25 @@ def security(
 
     settings = settings_for(None, overrides_from(config)).settings
     with err.status("benchmarking the sandbox's resource limits"):
-        rows, info = asyncio.run(run_security_bench(settings.tools.sandbox, runs=runs,
-                                                    bomb=bomb))
+        rows, info = asyncio.run(run_security_bench(settings.tools.sandbox, runs=runs, bomb=bomb))
     if not json:
         table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
         for column in ("limit", "value", "enforced by", "detail"):
             table.add_column(column, overflow="fold")
         for limit in info["limits"]:
-            table.add_row(limit["name"], limit["value"], limit["enforced_by"] or "NOT enforced",
-                          limit["detail"])
+            table.add_row(
+                limit["name"],
+                limit["value"],
+                limit["enforced_by"] or "NOT enforced",
+                limit["detail"],
+            )
         out.print(f"limits in force ({info['sandbox']} sandbox):")
         out.print(table)
         out.print()
-    print_bench(rows, info, f"per run_terminal call, {runs} calls each, limits beside none "
-                            f"in the same {info['sandbox']} sandbox", json)
+    print_bench(
+        rows,
+        info,
+        f"per run_terminal call, {runs} calls each, limits beside none "
+        f"in the same {info['sandbox']} sandbox",
+        json,
+    )

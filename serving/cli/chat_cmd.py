@@ -42,22 +42,26 @@ def chat(
     engine: EngineSpec = None,
     model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,
     approval: Approval = None,
-    thread: Annotated[str | None, typer.Option(
-        "--thread", help="Continue this thread instead of starting one.")] = None,
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Continue this thread instead of starting one.")
+    ] = None,
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
     """Run one agent turn in a workspace, streamed, with approvals at the terminal."""
-    overrides = overrides_from(config, **{**engine_overrides(engine), "engine.model": model,
-                                           **approval_overrides(approval)})
+    overrides = overrides_from(
+        config,
+        **{**engine_overrides(engine), "engine.model": model, **approval_overrides(approval)},
+    )
     root = workspace or Path.cwd()
     settings = settings_for(root, overrides).settings
     status = asyncio.run(_chat(settings, root, request, thread, json))
     raise typer.Exit(status)
 
 
-async def _chat(settings: Settings, root: Path, request: str, thread_id: str | None,
-                as_json: bool) -> int:
+async def _chat(
+    settings: Settings, root: Path, request: str, thread_id: str | None, as_json: bool
+) -> int:
     from opencomposer.agent.protocol.items import TextInput
     from opencomposer.agent.protocol.threads import TurnStatus
     from opencomposer.agent.runtime import AgentRuntime
@@ -69,8 +73,11 @@ async def _chat(settings: Settings, root: Path, request: str, thread_id: str | N
     runtime = AgentRuntime(settings, engine)
     try:
         try:
-            session = (await runtime.open_thread(thread_id) if thread_id
-                       else await runtime.start_thread(root))
+            session = (
+                await runtime.open_thread(thread_id)
+                if thread_id
+                else await runtime.start_thread(root)
+            )
         except SessionError as exc:
             err.print(f"[red]opencomposer: {escape(exc.message)}[/]")
             return 2
@@ -80,8 +87,9 @@ async def _chat(settings: Settings, root: Path, request: str, thread_id: str | N
         if not as_json:
             err.print(f"[dim]thread {session.thread.id} · turn {turn.id} · {root}[/]")
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, lambda: asyncio.ensure_future(
-            session.interrupt(turn.id)))
+        loop.add_signal_handler(
+            signal.SIGINT, lambda: asyncio.ensure_future(session.interrupt(turn.id))
+        )
         printer = TurnPrinter(out)
         try:
             async for event in events:
@@ -113,15 +121,25 @@ async def _ask(session: Any, item: Any, interactive: bool) -> None:
     # One line, every control character and line break visible: the person approves exactly
     # what will run, with nothing able to rewrite or scroll away part of it.
     summary = escape(for_terminal(item.summary, newlines=False))
-    out.print(f"[yellow]? approve {escape(item.tool)}: {summary}[/] "
-              f"[dim]({escape(item.reason)})[/]", soft_wrap=True)
+    out.print(
+        f"[yellow]? approve {escape(item.tool)}: {summary}[/] [dim]({escape(item.reason)})[/]",
+        soft_wrap=True,
+    )
     choice = await asyncio.to_thread(
-        Prompt.ask, "  [y] yes  [a] yes for this thread  [n] no  [s] stop the turn",
-        choices=list(_ANSWERS), default="n", console=out)
+        Prompt.ask,
+        "  [y] yes  [a] yes for this thread  [n] no  [s] stop the turn",
+        choices=list(_ANSWERS),
+        default="n",
+        console=out,
+    )
     message = None
     if choice == "n":
-        message = await asyncio.to_thread(Prompt.ask, "  reason for the agent (optional)",
-                                          default="", console=out) or None
+        message = (
+            await asyncio.to_thread(
+                Prompt.ask, "  reason for the agent (optional)", default="", console=out
+            )
+            or None
+        )
     # The turn may have moved on while we asked (interrupted, or the wait timed out).
     with contextlib.suppress(SessionError):
         session.respond_approval(item.id, ApprovalDecision(_ANSWERS[choice]), message)

@@ -23,8 +23,12 @@ from opencomposer.agent.tool_items import describe_call
 
 OUTPUT_TAIL = 8
 DIFF_LINES = 40
-_MARK = {ItemStatus.completed: "[green]✓[/]", ItemStatus.failed: "[red]✗[/]",
-         ItemStatus.declined: "[yellow]⊘[/]", ItemStatus.interrupted: "[yellow]■[/]"}
+_MARK = {
+    ItemStatus.completed: "[green]✓[/]",
+    ItemStatus.failed: "[red]✗[/]",
+    ItemStatus.declined: "[yellow]⊘[/]",
+    ItemStatus.interrupted: "[yellow]■[/]",
+}
 
 
 class TurnPrinter:
@@ -79,8 +83,10 @@ class TurnPrinter:
             self._tool_done(item)
         elif isinstance(item, ContextSummaryItem):
             how = "summary" if item.method == "model" else "fallback truncation"
-            self._print(f"[magenta]↻ context rebuilt from a {how} "
-                               f"({item.tokens_before} → {item.tokens_after} tokens)[/]")
+            self._print(
+                f"[magenta]↻ context rebuilt from a {how} "
+                f"({item.tokens_before} → {item.tokens_after} tokens)[/]"
+            )
         elif isinstance(item, ErrorItem):
             self._print(f"[red]error ({item.error.kind}): {escape(item.error.message)}[/]")
 
@@ -117,8 +123,8 @@ class TurnPrinter:
         self._print(
             f"[{style}]── {turn.status.value} ({reason})[/] [dim]· {usage.model_calls} model "
             f"calls · {usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion "
-            "tokens[/]")
-
+            "tokens[/]"
+        )
 
 
 def _diff_line(line: str) -> str:

@@ -22,11 +22,13 @@ def show(workspace: Workspace = None, config: ConfigOverrides = None, json: Json
     loaded = settings_for(workspace, overrides_from(config))
     rows = loaded.explain()
     if json:
-        print_json({
-            "settings": {key: value for key, value, _ in rows},
-            "sources": {key: origin for key, _, origin in rows},
-            "files": [str(p) for p in loaded.files],
-        })
+        print_json(
+            {
+                "settings": {key: value for key, value, _ in rows},
+                "sources": {key: origin for key, _, origin in rows},
+                "files": [str(p) for p in loaded.files],
+            }
+        )
         return
     table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
     for column in ("key", "value", "source"):
@@ -35,9 +37,12 @@ def show(workspace: Workspace = None, config: ConfigOverrides = None, json: Json
         style = "dim" if origin == "default" else ""
         table.add_row(key, f"[{style}]{value}[/]" if style else str(value), origin)
     out.print(table)
-    out.print(f"\nuser file: {paths.user_config_file()}"
-              f"{'' if paths.user_config_file().is_file() else ' (absent)'}")
+    out.print(
+        f"\nuser file: {paths.user_config_file()}"
+        f"{'' if paths.user_config_file().is_file() else ' (absent)'}"
+    )
     if workspace is not None:
         workspace_file = workspace / paths.WORKSPACE_CONFIG_NAME
-        out.print(f"workspace file: {workspace_file}"
-                  f"{'' if workspace_file.is_file() else ' (absent)'}")
+        out.print(
+            f"workspace file: {workspace_file}{'' if workspace_file.is_file() else ' (absent)'}"
+        )

@@ -24,9 +24,12 @@ def doctor(workspace: Workspace = None, config: ConfigOverrides = None, json: Js
             table.add_column(column, overflow="fold")
         for check in report.checks:
             style = STATUS_STYLE[check.status]
-            table.add_row(check.name, f"[{style}]{check.status}[/]", check.detail,
-                          check.disables or "")
+            table.add_row(
+                check.name, f"[{style}]{check.status}[/]", check.detail, check.disables or ""
+            )
         out.print(table)
-        verdict = "[green]ready[/]" if report.healthy else "[red]not usable: fix the errors above[/]"
+        verdict = (
+            "[green]ready[/]" if report.healthy else "[red]not usable: fix the errors above[/]"
+        )
         out.print(f"\nopencomposer {report.to_json()['version']}: {verdict}")
     raise typer.Exit(0 if report.healthy else 1)

@@ -80,13 +80,17 @@ def generate(
     temperature: Annotated[float | None, typer.Option(min=0.0)] = None,
     seed: Annotated[int | None, typer.Option()] = None,
     engine: EngineSpec = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="An OpenAI-compatible server (same as --engine openai:URL).")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="An OpenAI-compatible server (same as --engine openai:URL).")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Sets engine.model.")] = None,
-    spec: Annotated[str | None, typer.Option(
-        help="Speculative decoding in the embedded engine: mtp, none or auto.")] = None,
-    draft_tokens: Annotated[int | None, typer.Option(
-        min=1, max=8, help="Tokens the MTP layer drafts per step.")] = None,
+    spec: Annotated[
+        str | None,
+        typer.Option(help="Speculative decoding in the embedded engine: mtp, none or auto."),
+    ] = None,
+    draft_tokens: Annotated[
+        int | None, typer.Option(min=1, max=8, help="Tokens the MTP layer drafts per step.")
+    ] = None,
     workspace: Workspace = None,
     config: ConfigOverrides = None,
     json: Json = False,
@@ -95,8 +99,9 @@ def generate(
     if spec is not None and spec not in ("mtp", "none", "auto"):
         raise typer.BadParameter("use mtp, none or auto", param_hint="--spec")
     flags = engine_overrides(engine if base_url is None else f"openai:{base_url}")
-    flags.update({"engine.model": model, "engine.speculative": spec,
-                  "engine.draft_tokens": draft_tokens})
+    flags.update(
+        {"engine.model": model, "engine.speculative": spec, "engine.draft_tokens": draft_tokens}
+    )
     loaded = settings_for(workspace, overrides_from(config, **flags))
     messages = [ChatMessage(role="system", content=system)] if system else []
     messages.append(ChatMessage(role="user", content=prompt))
@@ -115,10 +120,15 @@ def generate(
             f"{stats['first_token_seconds']:.2f}s), finish: {result.finish_reason}[/]"
         )
         if result.spec is not None:
-            rate = f", {result.spec.accept_rate:.0%} of drafts accepted" if (
-                result.spec.accept_rate is not None) else ""
-            err.print(f"[dim]MTP: {result.spec.accept_length:.2f} tokens per verify step over "
-                      f"{result.spec.verify_steps} steps{rate}[/]")
+            rate = (
+                f", {result.spec.accept_rate:.0%} of drafts accepted"
+                if (result.spec.accept_rate is not None)
+                else ""
+            )
+            err.print(
+                f"[dim]MTP: {result.spec.accept_length:.2f} tokens per verify step over "
+                f"{result.spec.verify_steps} steps{rate}[/]"
+            )
 
 
 async def _stream(
@@ -165,10 +175,13 @@ def _echo(event: Any) -> None:
         print(for_terminal(event.text), end="", flush=True)
 
 
-Device = Annotated[str | None, typer.Option(
-    help="Where the embedded engine runs: cpu, cuda or auto (sets engine.device).")]
-Dtype = Annotated[str | None, typer.Option(
-    help="float32, bfloat16, float16 or auto (sets engine.dtype).")]
+Device = Annotated[
+    str | None,
+    typer.Option(help="Where the embedded engine runs: cpu, cuda or auto (sets engine.device)."),
+]
+Dtype = Annotated[
+    str | None, typer.Option(help="float32, bfloat16, float16 or auto (sets engine.dtype).")
+]
 
 
 def _fail(message: str) -> NoReturn:
@@ -195,8 +208,9 @@ def _load(settings: Settings, name: str, folder: Path, *, mtp: bool = True) -> "
 
     device = choose_device(settings.engine.device)
     try:
-        return load_model(folder, device=device,
-                          dtype=choose_dtype(settings.engine.dtype, device), mtp=mtp)
+        return load_model(
+            folder, device=device, dtype=choose_dtype(settings.engine.dtype, device), mtp=mtp
+        )
     except (ModelLoadError, OSError) as exc:
         _fail(f"cannot load model {name!r}: {exc}")
 
@@ -228,8 +242,9 @@ def _save_npy(path: Path, array: "np.ndarray") -> None:
         raise
 
 
-def _full_logits(model: "CausalLM", ids: list[int], mtp: bool
-                 ) -> tuple["np.ndarray", "np.ndarray | None"]:
+def _full_logits(
+    model: "CausalLM", ids: list[int], mtp: bool
+) -> tuple["np.ndarray", "np.ndarray | None"]:
     """float32 logits [T, vocab] of one forward over `ids` in a scratch cache and, with `mtp`,
     the MTP layer's [T - 1, vocab] (hidden state i with token i + 1 predicts token i + 2)."""
     import torch
@@ -261,13 +276,20 @@ def _full_logits(model: "CausalLM", ids: list[int], mtp: bool
 @engine_app.command("logits")
 def logits(
     tokens: Annotated[str, typer.Option(help="Token ids separated by commas, e.g. 1,2,3.")],
-    out_file: Annotated[Path, typer.Option(
-        "--out", help="The .npy file to write: float32 logits [tokens, vocab].",
-        dir_okay=False)],
-    model: Annotated[str | None, typer.Option(
-        help="A model name or a Hugging Face folder (default: engine.model).")] = None,
-    mtp: Annotated[bool, typer.Option(
-        help="Also write the MTP layer's logits [tokens - 1, vocab] to FILE.mtp.npy.")] = False,
+    out_file: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="The .npy file to write: float32 logits [tokens, vocab].", dir_okay=False
+        ),
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(help="A model name or a Hugging Face folder (default: engine.model)."),
+    ] = None,
+    mtp: Annotated[
+        bool,
+        typer.Option(help="Also write the MTP layer's logits [tokens - 1, vocab] to FILE.mtp.npy."),
+    ] = False,
     device: Device = None,
     dtype: Dtype = None,
     config: ConfigOverrides = None,
@@ -276,16 +298,20 @@ def logits(
     ids = _parse_tokens(tokens)
     if not out_file.parent.is_dir():
         _fail(f"--out: no folder {out_file.parent}")
-    settings = settings_for(None, overrides_from(
-        config, **{"engine.device": device, "engine.dtype": dtype})).settings
+    settings = settings_for(
+        None, overrides_from(config, **{"engine.device": device, "engine.dtype": dtype})
+    ).settings
     name, folder = _model_folder(settings, model or settings.engine.model)
     llm = _load(settings, name, folder, mtp=mtp)
     if max(ids) >= llm.vocab_size:
-        _fail(f"--tokens: token id {max(ids)} is outside the vocabulary of {name} "
-              f"({llm.vocab_size} ids)")
+        _fail(
+            f"--tokens: token id {max(ids)} is outside the vocabulary of {name} "
+            f"({llm.vocab_size} ids)"
+        )
     if len(ids) > llm.max_positions:
-        _fail(f"--tokens: {len(ids)} tokens, longer than the context of {name} "
-              f"({llm.max_positions})")
+        _fail(
+            f"--tokens: {len(ids)} tokens, longer than the context of {name} ({llm.max_positions})"
+        )
     has_mtp = mtp and llm.num_mtp_layers > 0
     main, drafts = _full_logits(llm, ids, has_mtp)
     _save_npy(out_file, main)
@@ -305,25 +331,39 @@ def _bench_model(models_dir: Path) -> str:
     for name in ("tiny-moe", "smollm2-135m"):
         if store.is_installed(models_dir, name):
             return name
-    _fail("no model to benchmark: create one with `opencomposer models init tiny-moe` or "
-          "fetch one with `opencomposer models pull smollm2-135m`, or pass --model")
+    _fail(
+        "no model to benchmark: create one with `opencomposer models init tiny-moe` or "
+        "fetch one with `opencomposer models pull smollm2-135m`, or pass --model"
+    )
 
 
 @engine_app.command("bench")
 def bench(
-    model: Annotated[str | None, typer.Option(
-        help="A model name or folder (default: tiny-moe when installed, else "
-        "smollm2-135m).")] = None,
-    prompts: Annotated[int, typer.Option(
-        min=1, help="Requests of the one-at-a-time comparisons.")] = 4,
-    max_tokens: Annotated[int, typer.Option(
-        min=2, help="Output tokens of every request (end-of-sequence ignored).")] = 32,
-    draft_tokens: Annotated[int | None, typer.Option(
-        min=1, max=8, help="Tokens the MTP layer drafts per step (default: "
-        "engine.draft_tokens).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="A model name or folder (default: tiny-moe when installed, else smollm2-135m)."
+        ),
+    ] = None,
+    prompts: Annotated[
+        int, typer.Option(min=1, help="Requests of the one-at-a-time comparisons.")
+    ] = 4,
+    max_tokens: Annotated[
+        int, typer.Option(min=2, help="Output tokens of every request (end-of-sequence ignored).")
+    ] = 32,
+    draft_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=8,
+            help="Tokens the MTP layer drafts per step (default: engine.draft_tokens).",
+        ),
+    ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="Timed runs per figure (median).")] = 3,
-    threads: Annotated[int | None, typer.Option(
-        min=1, help="torch intra-op threads (default: torch's, one per core).")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="torch intra-op threads (default: torch's, one per core)."),
+    ] = None,
     device: Device = None,
     dtype: Dtype = None,
     config: ConfigOverrides = None,
@@ -337,22 +377,36 @@ def bench(
 
     if threads is not None:
         torch.set_num_threads(threads)
-    settings = settings_for(None, overrides_from(config, **{
-        "engine.device": device, "engine.dtype": dtype,
-        "engine.draft_tokens": draft_tokens})).settings
+    settings = settings_for(
+        None,
+        overrides_from(
+            config,
+            **{"engine.device": device, "engine.dtype": dtype, "engine.draft_tokens": draft_tokens},
+        ),
+    ).settings
     name, folder = _model_folder(settings, model or _bench_model(settings.models_dir))
     title = f"benchmarking the embedded engine on {name}"
     with err.status(f"{title}: loading the model") as status:
         llm = _load(settings, name, folder)
         try:
             rows, info = run_engine_bench(
-                llm, folder, prompts=prompts, max_tokens=max_tokens,
-                draft_tokens=settings.engine.draft_tokens, repeat=repeat,
-                progress=lambda step: status.update(f"{title}: {step}"))
+                llm,
+                folder,
+                prompts=prompts,
+                max_tokens=max_tokens,
+                draft_tokens=settings.engine.draft_tokens,
+                repeat=repeat,
+                progress=lambda step: status.update(f"{title}: {step}"),
+            )
         except BenchError as exc:
             _fail(str(exc))
     threads_used = f"{info['threads']} thread{'s' if info['threads'] > 1 else ''}"
-    print_bench(rows, info, f"{name} ({info['family']}, {info['device']}, {info['dtype']}, "
-                            f"{threads_used}): {prompts} prompts of {info['prompt_tokens']:.0f} "
-                            f"tokens on average ({info['prompt_source']}), {max_tokens} output "
-                            f"tokens each, greedy; median of {repeat} runs", json)
+    print_bench(
+        rows,
+        info,
+        f"{name} ({info['family']}, {info['device']}, {info['dtype']}, "
+        f"{threads_used}): {prompts} prompts of {info['prompt_tokens']:.0f} "
+        f"tokens on average ({info['prompt_source']}), {max_tokens} output "
+        f"tokens each, greedy; median of {repeat} runs",
+        json,
+    )

@@ -29,13 +29,22 @@ from opencomposer.serving.cli.output import err
 
 
 def lsp(
-    stdio: Annotated[bool, typer.Option(
-        "--stdio", help="Speak LSP over stdin and stdout: the default, and what editors pass "
-                        "when they launch a server.")] = False,
-    tcp: Annotated[int | None, typer.Option(
-        "--tcp", metavar="PORT", help="Listen on 127.0.0.1:PORT instead of stdio.")] = None,
-    check: Annotated[bool, typer.Option(
-        "--check", help="Print the capabilities the server advertises, then exit.")] = False,
+    stdio: Annotated[
+        bool,
+        typer.Option(
+            "--stdio",
+            help="Speak LSP over stdin and stdout: the default, and what editors pass "
+            "when they launch a server.",
+        ),
+    ] = False,
+    tcp: Annotated[
+        int | None,
+        typer.Option("--tcp", metavar="PORT", help="Listen on 127.0.0.1:PORT instead of stdio."),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Print the capabilities the server advertises, then exit."),
+    ] = False,
     engine: EngineSpec = None,
     approval: Approval = None,
     workspace: Workspace = None,
@@ -51,9 +60,12 @@ def lsp(
     given = (("--node-ipc", node_ipc), ("--socket", socket), ("--pipe", pipe))
     other = next((flag for flag, value in given if value), None)
     if other is not None:
-        err.print(f"opencomposer lsp speaks LSP over stdio (--stdio, the default) or TCP "
-                  f"(--tcp PORT), not {other}: configure the client's transport as stdio.",
-                  markup=False, soft_wrap=True)
+        err.print(
+            f"opencomposer lsp speaks LSP over stdio (--stdio, the default) or TCP "
+            f"(--tcp PORT), not {other}: configure the client's transport as stdio.",
+            markup=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(2)
     if stdio and tcp is not None:
         err.print("--stdio and --tcp are two transports: pass one of them.")
@@ -62,18 +74,23 @@ def lsp(
     from opencomposer.lsp.server import OpenComposerServer, advertised_capabilities
     from opencomposer.serving.engines import make_engine
 
-    loaded = settings_for(workspace, overrides_from(
-        config, **engine_overrides(engine), **approval_overrides(approval)))
+    loaded = settings_for(
+        workspace,
+        overrides_from(config, **engine_overrides(engine), **approval_overrides(approval)),
+    )
     settings = loaded.settings
     token = None
     if tcp is not None:
         configured = settings.server.token
         token = configured.get_secret_value() if configured else secrets.token_urlsafe(32)
         if configured is None:
-            err.print(f"LSP over TCP: clients must send initializationOptions.token = {token!r} "
-                      "(set server.token to choose your own).")
+            err.print(
+                f"LSP over TCP: clients must send initializationOptions.token = {token!r} "
+                "(set server.token to choose your own)."
+            )
     server = OpenComposerServer(
-        settings, lambda: make_engine(settings.engine, settings.models_dir), token=token)
+        settings, lambda: make_engine(settings.engine, settings.models_dir), token=token
+    )
     if check:
         json.dump(advertised_capabilities(server), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -15,8 +15,9 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err, out, print_json
 
-models_app = typer.Typer(help="Models: what is installed, fetching and creating more.",
-                         no_args_is_help=True)
+models_app = typer.Typer(
+    help="Models: what is installed, fetching and creating more.", no_args_is_help=True
+)
 
 
 def _source(model: store.PackagedModel | store.LocalModel) -> str:
@@ -26,14 +27,20 @@ def _source(model: store.PackagedModel | store.LocalModel) -> str:
 
 
 @models_app.command("list")
-def list_models(workspace: Workspace = None, config: ConfigOverrides = None,
-                json: Json = False) -> None:
+def list_models(
+    workspace: Workspace = None, config: ConfigOverrides = None, json: Json = False
+) -> None:
     """Known models, whether each is installed, where, and how to get it."""
     folder = settings_for(workspace, overrides_from(config)).settings.models_dir
     rows = [
-        {"name": m.name, "installed": store.is_installed(folder, m.name),
-         "path": str(store.model_dir(folder, m.name)), "licence": m.licence,
-         "purpose": m.purpose, "source": _source(m)}
+        {
+            "name": m.name,
+            "installed": store.is_installed(folder, m.name),
+            "path": str(store.model_dir(folder, m.name)),
+            "licence": m.licence,
+            "purpose": m.purpose,
+            "source": _source(m),
+        }
         for m in store.MODELS.values()
     ]
     if json:
@@ -43,8 +50,9 @@ def list_models(workspace: Workspace = None, config: ConfigOverrides = None,
     for column in ("model", "installed", "purpose", "source"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row["name"], "yes" if row["installed"] else "no", row["purpose"],
-                      row["source"])
+        table.add_row(
+            row["name"], "yes" if row["installed"] else "no", row["purpose"], row["source"]
+        )
     out.print(table)
     out.print(f"\nmodel store: {folder}")
 
@@ -73,16 +81,17 @@ def pull(
 def init(
     name: Annotated[str, typer.Argument(help="A model created here, as listed by `models list`.")],
     seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
-    force: Annotated[bool, typer.Option("--force", help="Replace the model if it exists "
-                                        "(trained weights included).")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace the model if it exists (trained weights included)."),
+    ] = False,
     workspace: Workspace = None,
     config: ConfigOverrides = None,
 ) -> None:
     """Create a local model (architecture, tokenizer, seeded random weights) for training."""
     folder = settings_for(workspace, overrides_from(config)).settings.models_dir
     if store.is_installed(folder, name) and not force:
-        out.print(f"{name} already exists in {store.model_dir(folder, name)} "
-                  "(--force replaces it)")
+        out.print(f"{name} already exists in {store.model_dir(folder, name)} (--force replaces it)")
         return
     with err.status(f"creating {name}"):
         try:

@@ -12,14 +12,20 @@ from opencomposer.redact import Redactor
 Workspace = Annotated[
     Path | None,
     typer.Option(
-        "--workspace", "-w", help="Workspace folder (its .opencomposer.toml is read).",
-        exists=True, file_okay=False, resolve_path=True,
+        "--workspace",
+        "-w",
+        help="Workspace folder (its .opencomposer.toml is read).",
+        exists=True,
+        file_okay=False,
+        resolve_path=True,
     ),
 ]
 ConfigOverrides = Annotated[
     list[str] | None,
     typer.Option(
-        "--config", "-c", metavar="KEY=VALUE",
+        "--config",
+        "-c",
+        metavar="KEY=VALUE",
         help="Override a setting, e.g. -c engine.base_url=http://127.0.0.1:30000/v1 "
         "(value read as TOML, else as a string). Repeatable.",
     ),
@@ -28,7 +34,8 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 EngineSpec = Annotated[
     str | None,
     typer.Option(
-        "--engine", metavar="BACKEND:TARGET",
+        "--engine",
+        metavar="BACKEND:TARGET",
         help="The model engine: embedded:MODEL (a model name or folder, run in this process), "
         "openai:URL (any OpenAI-compatible server) or sglang:MODEL_PATH[,key=value...] "
         "(launch SGLang; GPU hosts). Default: engine.* from the config.",
@@ -74,7 +81,8 @@ def engine_overrides(spec: str | None) -> dict[str, Any]:
             return {"engine.backend": "sglang", "engine.sglang_launch": target}
     raise typer.BadParameter(
         f"unknown engine {spec!r}; use embedded:MODEL, openai:URL or sglang:MODEL_PATH",
-        param_hint="--engine")
+        param_hint="--engine",
+    )
 
 
 def overrides_from(assignments: list[str] | None, **flags: Any) -> dict[str, Any]:

@@ -46,6 +46,12 @@ def print_bench(rows: Sequence[Row], info: dict[str, Any], heading: str, as_json
         table.add_column(column, overflow="fold")
     for row in rows:
         ratio = f"{row.ratio:.3g}x" if row.ratio is not None else "-"
-        table.add_row(row.name, row.baseline_label, figure(row.baseline, row.unit),
-                      figure(row.ours, row.unit), ratio, row.note)
+        table.add_row(
+            row.name,
+            row.baseline_label,
+            figure(row.baseline, row.unit),
+            figure(row.ours, row.unit),
+            ratio,
+            row.note,
+        )
     out.print(table)

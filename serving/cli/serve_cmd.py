@@ -34,13 +34,19 @@ def serve(
     from opencomposer.serving.http.auth import TOKEN_FILE, TokenError, server_token
     from opencomposer.serving.http.origin import WILDCARDS, is_loopback
 
-    loaded = settings_for(workspace, overrides_from(
-        config, **engine_overrides(engine), **{"server.host": host, "server.port": port}))
+    loaded = settings_for(
+        workspace,
+        overrides_from(
+            config, **engine_overrides(engine), **{"server.host": host, "server.port": port}
+        ),
+    )
     settings = loaded.settings
     server = settings.server
     if server.auth == "none" and not is_loopback(server.host):
-        err.print(f"[red]server.auth = \"none\" is accepted only on a loopback address; "
-                  f"{server.host} is not one (clients elsewhere need the token).[/]")
+        err.print(
+            f'[red]server.auth = "none" is accepted only on a loopback address; '
+            f"{server.host} is not one (clients elsewhere need the token).[/]"
+        )
         raise typer.Exit(2)
     try:
         token = server_token(settings) if server.auth == "token" else None
@@ -70,22 +76,29 @@ def serve(
     for path, what in ENDPOINTS.items():
         out.print(f"  {url}{path}  {what}")
     engine_settings = settings.engine
-    served = (f"{engine_settings.backend} engine, model "
-              f"{engine_settings.model or DEFAULT_CHAT_MODEL}"
-              if engine_settings.backend == "embedded" else f"{engine_settings.backend} engine")
+    served = (
+        f"{engine_settings.backend} engine, model {engine_settings.model or DEFAULT_CHAT_MODEL}"
+        if engine_settings.backend == "embedded"
+        else f"{engine_settings.backend} engine"
+    )
     if token is None:
         out.print(f"Model: {served}. OpenAI clients: base_url={url}/v1")
-        err.print("[yellow]server.auth = \"none\": any program on this machine can drive the "
-                  "agent as you.[/]")
+        err.print(
+            '[yellow]server.auth = "none": any program on this machine can drive the '
+            "agent as you.[/]"
+        )
     else:  # soft_wrap: a line that carries the token is never broken, so it copies whole
         out.print(f"Web page: {url}/?token={token}", soft_wrap=True)
-        out.print(f"Model: {served}. OpenAI clients: base_url={url}/v1, api_key={token}",
-                  soft_wrap=True)
+        out.print(
+            f"Model: {served}. OpenAI clients: base_url={url}/v1, api_key={token}", soft_wrap=True
+        )
         kept = "your server.token" if server.token else f"kept in {settings.home / TOKEN_FILE}"
         out.print(f"Other clients send 'Authorization: Bearer <token>' ({kept}).")
     if server.host in WILDCARDS:
-        out.print(f"Listening on every interface: clients elsewhere must name this machine by "
-                  f"a name or address in server.allowed_hosts (now: "
-                  f"{', '.join(server.allowed_hosts) or 'none'}).")
+        out.print(
+            f"Listening on every interface: clients elsewhere must name this machine by "
+            f"a name or address in server.allowed_hosts (now: "
+            f"{', '.join(server.allowed_hosts) or 'none'})."
+        )
     out.file.flush()
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -36,8 +36,10 @@ def tools(json: Json = False) -> None:
         table.add_column(column, overflow="fold")
     for spec in specs:
         required = set(spec.parameters.get("required", []))
-        arguments = ", ".join(name if name in required else f"{name}?"
-                              for name in spec.parameters.get("properties", {}))
+        arguments = ", ".join(
+            name if name in required else f"{name}?"
+            for name in spec.parameters.get("properties", {})
+        )
         table.add_row(spec.name, arguments, spec.description)
     out.print(table)
 
@@ -65,11 +67,14 @@ async def _call(root: Path, settings: Settings, name: str, args: str) -> "CallOu
     from opencomposer.agent.tools.harness import ToolHarness
     from opencomposer.agent.tools.workspace import Workspace
 
-    harness = ToolHarness(Workspace(root), settings.tools, settings.home, thread_id="cli",
-                          models_dir=settings.models_dir)
+    harness = ToolHarness(
+        Workspace(root),
+        settings.tools,
+        settings.home,
+        thread_id="cli",
+        models_dir=settings.models_dir,
+    )
     try:
         return await harness.call(name, args)
     finally:
         await harness.close()
-
-

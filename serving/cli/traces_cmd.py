@@ -31,8 +31,9 @@ if TYPE_CHECKING:  # the store (numpy, pydantic models) loads only when a comman
     from opencomposer.agent.protocol.threads import TurnWithItems
     from opencomposer.agent.traces.store import TraceStore
 
-traces_app = typer.Typer(help="Traces: recorded threads, their export for training, consent.",
-                         no_args_is_help=True)
+traces_app = typer.Typer(
+    help="Traces: recorded threads, their export for training, consent.", no_args_is_help=True
+)
 
 
 class Format(StrEnum):
@@ -59,9 +60,18 @@ def list_traces(
                 out.print("no traces yet")
             return
         threads, _ = store.list_threads(
-            limit=limit, workspace=None if workspace is None else str(workspace))
-        rows = [{"id": t.id, "updated": t.updated_at.isoformat(), "title": t.title,
-                 "workspace": t.workspace, "turns": len(store.turns(t.id))} for t in threads]
+            limit=limit, workspace=None if workspace is None else str(workspace)
+        )
+        rows = [
+            {
+                "id": t.id,
+                "updated": t.updated_at.isoformat(),
+                "title": t.title,
+                "workspace": t.workspace,
+                "turns": len(store.turns(t.id)),
+            }
+            for t in threads
+        ]
     if json:
         print_json(rows)
         return
@@ -73,15 +83,21 @@ def list_traces(
         table.add_column(column, overflow="fold", justify="right" if column == "turns" else "left")
     for row in rows:
         updated = datetime.fromisoformat(row["updated"]).astimezone().strftime("%Y-%m-%d %H:%M")
-        table.add_row(row["id"], updated, escape(row["title"] or ""), escape(row["workspace"]),
-                      str(row["turns"]))
+        table.add_row(
+            row["id"],
+            updated,
+            escape(row["title"] or ""),
+            escape(row["workspace"]),
+            str(row["turns"]),
+        )
     out.print(table)
 
 
 @traces_app.command("completions")
 def completions(
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1,
-                                       help="Most completions to list.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="Most completions to list.")
+    ] = 20,
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
@@ -89,9 +105,18 @@ def completions(
     (shown, accepted, partially accepted, rejected) and the acceptance rate."""
     with _opened(None, config) as store:
         records = [] if store is None else store.completions(limit)
-    rows = [{"id": r.id, "at": r.at.isoformat(), "path": r.path, "model": r.model,
-             "text": r.text, "duration_ms": r.duration_ms,
-             "events": [e.kind for e in r.events]} for r in records]
+    rows = [
+        {
+            "id": r.id,
+            "at": r.at.isoformat(),
+            "path": r.path,
+            "model": r.model,
+            "text": r.text,
+            "duration_ms": r.duration_ms,
+            "events": [e.kind for e in r.events],
+        }
+        for r in records
+    ]
     if json:
         print_json(rows)
         return
@@ -106,12 +131,18 @@ def completions(
     for row in rows:
         at = datetime.fromisoformat(row["at"]).astimezone().strftime("%Y-%m-%d %H:%M:%S")
         first_line = row["text"].splitlines()[0] if row["text"] else ""
-        table.add_row(at, escape(row["path"]), escape(first_line[:60]), str(row["duration_ms"]),
-                      ", ".join(row["events"]) or "-")
+        table.add_row(
+            at,
+            escape(row["path"]),
+            escape(first_line[:60]),
+            str(row["duration_ms"]),
+            ", ".join(row["events"]) or "-",
+        )
     out.print(table)
     if shown:
-        out.print(f"accepted {len(taken)} of {len(shown)} with an outcome "
-                  f"({len(taken) / len(shown):.0%})")
+        out.print(
+            f"accepted {len(taken)} of {len(shown)} with an outcome ({len(taken) / len(shown):.0%})"
+        )
 
 
 @traces_app.command("show")
@@ -128,40 +159,59 @@ def show(thread_id: ThreadId, config: ConfigOverrides = None, json: Json = False
             return
         turns = store.turns(thread_id)
     out.print(f"[bold]{escape(thread.title or '(untitled)')}[/]  {thread.id}")
-    out.print(f"[dim]{escape(thread.workspace)} · model {thread.model or '-'} · "
-              f"started {thread.created_at.astimezone():%Y-%m-%d %H:%M}[/]")
+    out.print(
+        f"[dim]{escape(thread.workspace)} · model {thread.model or '-'} · "
+        f"started {thread.created_at.astimezone():%Y-%m-%d %H:%M}[/]"
+    )
     for number, turn in enumerate(turns, 1):
         _print_turn(number, turn)
 
 
 @traces_app.command("export")
 def export(
-    out_path: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="File (jsonl) or folder (parquet) to write; jsonl goes to stdout "
-        "without it.")] = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-    = Format.jsonl,
-    thread: Annotated[list[str] | None, typer.Option(
-        "--thread", "-t", help="Export only this thread. Repeatable.")] = None,
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="File (jsonl) or folder (parquet) to write; jsonl goes to stdout without it.",
+        ),
+    ] = None,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.jsonl,
+    thread: Annotated[
+        list[str] | None,
+        typer.Option("--thread", "-t", help="Export only this thread. Repeatable."),
+    ] = None,
     workspace: Workspace = None,
-    for_training: Annotated[bool, typer.Option(
-        "--for-training", help="Only threads of workspaces that consented to training.")]
-    = False,
+    for_training: Annotated[
+        bool,
+        typer.Option(
+            "--for-training", help="Only threads of workspaces that consented to training."
+        ),
+    ] = False,
     config: ConfigOverrides = None,
 ) -> None:
     """Write threads as training data: the item log and the token layer of each."""
     from opencomposer.agent.traces.export import ExportError, iter_threads, write_parquet
 
     if format is Format.parquet and out_path is None:
-        raise typer.BadParameter("parquet is written to a folder: give --out DIR",
-                                 param_hint="--out")
+        raise typer.BadParameter(
+            "parquet is written to a folder: give --out DIR", param_hint="--out"
+        )
     with _opened(workspace, config) as store:
         for thread_id in thread or []:
             if store is None or store.thread(thread_id) is None:
                 _fail(f"unknown thread {thread_id}", 2)
-        records: Iterator[dict[str, Any]] = iter(()) if store is None else iter_threads(
-            store, thread_ids=thread, for_training=for_training,
-            workspace=None if workspace is None else str(workspace))
+        records: Iterator[dict[str, Any]] = (
+            iter(())
+            if store is None
+            else iter_threads(
+                store,
+                thread_ids=thread,
+                for_training=for_training,
+                workspace=None if workspace is None else str(workspace),
+            )
+        )
         try:
             if out_path is None:
                 _write_stdout(records)
@@ -172,17 +222,28 @@ def export(
                 count = _write_file(records, out_path)
         except ExportError as exc:
             _fail(str(exc), 1)
-    err.print(f"wrote {count} thread{'' if count == 1 else 's'} to {escape(str(out_path))}",
-              soft_wrap=True)
+    err.print(
+        f"wrote {count} thread{'' if count == 1 else 's'} to {escape(str(out_path))}",
+        soft_wrap=True,
+    )
 
 
 @traces_app.command("consent")
 def consent(
-    workspace: Annotated[Path, typer.Option(
-        "--workspace", "-w", help="Workspace folder.", exists=True, file_okay=False,
-        resolve_path=True)],
-    allow: Annotated[bool, typer.Option(
-        "--allow", help="Allow this workspace's traces to be used for training.")] = False,
+    workspace: Annotated[
+        Path,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="Workspace folder.",
+            exists=True,
+            file_okay=False,
+            resolve_path=True,
+        ),
+    ],
+    allow: Annotated[
+        bool, typer.Option("--allow", help="Allow this workspace's traces to be used for training.")
+    ] = False,
     revoke: Annotated[bool, typer.Option("--revoke", help="Take that permission back.")] = False,
     config: ConfigOverrides = None,
 ) -> None:
@@ -193,13 +254,16 @@ def consent(
         if store is not None and (allow or revoke):
             store.set_consent(str(workspace), allow)
         allowed = store is not None and store.consent(str(workspace))
-    out.print(f"training consent for {escape(str(workspace))}: "
-              f"{'[green]allowed[/]' if allowed else 'not allowed'}")
+    out.print(
+        f"training consent for {escape(str(workspace))}: "
+        f"{'[green]allowed[/]' if allowed else 'not allowed'}"
+    )
 
 
 @contextmanager
-def _opened(workspace: Path | None, config: list[str] | None, *,
-            create: bool = False) -> Iterator["TraceStore | None"]:
+def _opened(
+    workspace: Path | None, config: list[str] | None, *, create: bool = False
+) -> Iterator["TraceStore | None"]:
     """The trace store, or None when it does not exist and `create` is false."""
     from opencomposer.agent.traces.store import TraceStore, TraceStoreError
 
@@ -248,15 +312,22 @@ def _fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-_MARK = {"completed": "[green]✓[/]", "failed": "[red]✗[/]", "declined": "[yellow]declined[/]",
-         "interrupted": "[yellow]interrupted[/]", "in_progress": "[dim]…[/]"}
+_MARK = {
+    "completed": "[green]✓[/]",
+    "failed": "[red]✗[/]",
+    "declined": "[yellow]declined[/]",
+    "interrupted": "[yellow]interrupted[/]",
+    "in_progress": "[dim]…[/]",
+}
 
 
 def _print_turn(number: int, turn: "TurnWithItems") -> None:
     stop = f" ({turn.stop_reason})" if turn.stop_reason else ""
     usage = turn.usage
-    out.print(f"\n[bold]turn {number}[/] · {turn.status}{stop} · {usage.model_calls} calls, "
-              f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens")
+    out.print(
+        f"\n[bold]turn {number}[/] · {turn.status}{stop} · {usage.model_calls} calls, "
+        f"{usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens"
+    )
     if turn.error:
         out.print(f"  [red]error ({turn.error.kind})[/]: {escape(turn.error.message)}")
     for item in turn.items:
@@ -267,8 +338,12 @@ def _describe(item: Any) -> str:
     """One item as a line (or a few) of rich markup."""
     kind = item.type
     if kind == "user_message":
-        parts = [c.text if c.type == "text" else f"@{c.path}"
-                 + (f":{c.range.start}-{c.range.end}" if c.range else "") for c in item.content]
+        parts = [
+            c.text
+            if c.type == "text"
+            else f"@{c.path}" + (f":{c.range.start}-{c.range.end}" if c.range else "")
+            for c in item.content
+        ]
         return f"[bold cyan]user[/]  {escape(' '.join(parts))}"
     if kind == "agent_message":
         return f"[bold magenta]agent[/] {escape(item.text)}"
@@ -276,10 +351,15 @@ def _describe(item: Any) -> str:
         text = " ".join(item.text.split())
         return f"[dim]thinking: {escape(text[:200] + ('…' if len(text) > 200 else ''))}[/]"
     if kind == "context_summary":
-        sizes = (f", {item.tokens_before} → {item.tokens_after} tokens"
-                 if item.tokens_before is not None else "")
-        return (f"[bold yellow]summary #{item.summary_index}[/] ({item.method}{sizes}) "
-                f"{escape(item.text)}")
+        sizes = (
+            f", {item.tokens_before} → {item.tokens_after} tokens"
+            if item.tokens_before is not None
+            else ""
+        )
+        return (
+            f"[bold yellow]summary #{item.summary_index}[/] ({item.method}{sizes}) "
+            f"{escape(item.text)}"
+        )
     if kind == "approval_request":
         decision = item.decision or "waiting"
         return f"[yellow]approval[/] {escape(item.summary)} → {decision}"

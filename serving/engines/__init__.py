@@ -25,6 +25,7 @@ def make_engine(settings: EngineSettings, models_dir: Path) -> Engine:
             )
 
             if not settings.sglang_launch:
-                raise SGLangLaunchError("the sglang backend needs engine.sglang_launch "
-                                        "(MODEL_PATH[,key=value...])")
+                raise SGLangLaunchError(
+                    "the sglang backend needs engine.sglang_launch (MODEL_PATH[,key=value...])"
+                )
             return SGLangEngine(settings, launch_from_spec(f"sglang:{settings.sglang_launch}"))

@@ -237,13 +237,21 @@ class GenerationResult:
             "tool_calls": [call.model_dump() for call in self.tool_calls],
             "finish_reason": self.finish_reason,
             "model": self.model,
-            "usage": None if usage is None else {
+            "usage": None
+            if usage is None
+            else {
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
-                "cached_tokens": usage.cached_tokens},
-            "spec": None if spec is None else {
-                "verify_steps": spec.verify_steps, "accept_length": spec.accept_length,
-                "accept_rate": spec.accept_rate, "drafted": spec.drafted},
+                "cached_tokens": usage.cached_tokens,
+            },
+            "spec": None
+            if spec is None
+            else {
+                "verify_steps": spec.verify_steps,
+                "accept_length": spec.accept_length,
+                "accept_rate": spec.accept_rate,
+                "drafted": spec.drafted,
+            },
         }
 
 

@@ -30,10 +30,10 @@ PIECE = 4
 def stream_events(result: GenerationResult, piece: int = PIECE) -> list[EngineEvent]:
     """The events a streaming backend would send for `result`."""
     events: list[EngineEvent] = [
-        ReasoningDelta(result.reasoning[i:i + piece])
+        ReasoningDelta(result.reasoning[i : i + piece])
         for i in range(0, len(result.reasoning), piece)
     ]
-    events += [TextDelta(result.text[i:i + piece]) for i in range(0, len(result.text), piece)]
+    events += [TextDelta(result.text[i : i + piece]) for i in range(0, len(result.text), piece)]
     for index, call in enumerate(result.tool_calls):
         events.append(ToolCallStarted(index, call.id, call.name))
         events.append(ToolCallArgumentsDelta(index, call.arguments))
@@ -44,8 +44,13 @@ def stream_events(result: GenerationResult, piece: int = PIECE) -> list[EngineEv
 class ReplayEngine:
     name = "replay"
 
-    def __init__(self, results: Iterable[GenerationResult], *, model: str = "replay",
-                 context_window: int = 32_768) -> None:
+    def __init__(
+        self,
+        results: Iterable[GenerationResult],
+        *,
+        model: str = "replay",
+        context_window: int = 32_768,
+    ) -> None:
         self._results = list(results)
         self._next = 0
         self._model = ModelInfo(id=model, context_window=context_window, owned_by="replay")

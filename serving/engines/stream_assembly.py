@@ -141,8 +141,10 @@ class ChatStreamAssembler:
         if "token_logprobs" in logprobs:  # text completions: parallel lists
             values = _expect(logprobs["token_logprobs"] or [], list, "token_logprobs")
         else:
-            values = [_expect(e, dict, "a logprob entry").get("logprob", 0.0)
-                      for e in logprobs.get("content") or []]
+            values = [
+                _expect(e, dict, "a logprob entry").get("logprob", 0.0)
+                for e in logprobs.get("content") or []
+            ]
         self._logprobs = (self._logprobs or []) + [float(v or 0.0) for v in values]
 
     def _read_content(self, content: str, events: list[EngineEvent]) -> None:
@@ -214,7 +216,9 @@ class ChatStreamAssembler:
         self._usage = Usage(
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+            cached_tokens=int(details.get("cached_tokens") or 0)
+            if isinstance(details, dict)
+            else 0,
         )
 
     def _read_sglext(self, ext: dict[str, Any]) -> None:
@@ -299,7 +303,9 @@ def _b64(value: str, what: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise EngineProtocolError(f"malformed chunk from the server: {what} is not base64") from None
+        raise EngineProtocolError(
+            f"malformed chunk from the server: {what} is not base64"
+        ) from None
 
 
 def _decode_int32(value: str) -> np.ndarray:

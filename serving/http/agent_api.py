@@ -147,11 +147,15 @@ async def start_thread(params: ThreadStartParams, methods: Methods) -> ThreadSta
 
 
 @router.get("/threads")
-async def list_threads(methods: Methods, cursor: str | None = None,
-                       limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                       workspace: str | None = None) -> ThreadListResponse:
-    return await methods.thread_list(ThreadListParams(cursor=cursor, limit=limit,
-                                                      workspace=workspace))
+async def list_threads(
+    methods: Methods,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    workspace: str | None = None,
+) -> ThreadListResponse:
+    return await methods.thread_list(
+        ThreadListParams(cursor=cursor, limit=limit, workspace=workspace)
+    )
 
 
 @router.get("/threads/{thread_id}")
@@ -164,17 +168,19 @@ async def read_thread(thread_id: str, methods: Methods) -> ThreadReadResponse:
 async def undo(thread_id: str, body: UndoScope, methods: Methods) -> ThreadUndoResponse:
     """Put back the agent's edits; files changed since it wrote them are reported (409 while
     a turn runs)."""
-    return await methods.thread_undo(ThreadUndoParams(thread_id=thread_id,
-                                                      **body.model_dump()))
+    return await methods.thread_undo(ThreadUndoParams(thread_id=thread_id, **body.model_dump()))
 
 
 @router.get("/threads/{thread_id}/events")
-async def thread_events(thread_id: str, methods: Methods,
-                        after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
-                        limit: Annotated[int, Query(ge=1, le=10000)] = 1000
-                        ) -> ThreadEventsResponse:
-    return await methods.thread_events(ThreadEventsParams(thread_id=thread_id,
-                                                          after_seq=after_seq, limit=limit))
+async def thread_events(
+    thread_id: str,
+    methods: Methods,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+) -> ThreadEventsResponse:
+    return await methods.thread_events(
+        ThreadEventsParams(thread_id=thread_id, after_seq=after_seq, limit=limit)
+    )
 
 
 # ---------------------------------------------------------------------- streams
@@ -215,10 +221,12 @@ def turn_end(turn_id: str) -> Stop:
     return lambda event: isinstance(event, TurnCompletedEvent) and event.turn.id == turn_id
 
 
-def sse_response(frames: AsyncIterator[str], background: BackgroundTask | None = None
-                 ) -> StreamingResponse:
-    return StreamingResponse(frames, media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS,
-                             background=background)
+def sse_response(
+    frames: AsyncIterator[str], background: BackgroundTask | None = None
+) -> StreamingResponse:
+    return StreamingResponse(
+        frames, media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS, background=background
+    )
 
 
 async def interrupt_if_running(session: ThreadSession, turn_id: str) -> None:
@@ -234,8 +242,11 @@ async def start_turn(body: TurnStartBody, session: Session) -> StreamingResponse
     turn = await session.start_turn(body.input)
     # Subscribed before the turn's task first runs, so it can answer the turn's approvals.
     subscription = session.subscribe(after, answers_approvals=True)
-    cancel = (BackgroundTask(interrupt_if_running, session, turn.id)
-              if body.cancel_on_disconnect else None)
+    cancel = (
+        BackgroundTask(interrupt_if_running, session, turn.id)
+        if body.cancel_on_disconnect
+        else None
+    )
     return sse_response(sse_frames(subscription, turn_end(turn.id)), cancel)
 
 
@@ -244,10 +255,16 @@ def last_event_id(value: str | None) -> int:
         return 0
     # isascii: str.isdigit also accepts digits such as "²" that int() refuses; the length
     # first: int() refuses more than 4300 digits, and MAX_SEQ has 19.
-    if not (value.isascii() and value.isdigit() and len(value) <= len(str(MAX_SEQ))
-            and int(value) <= MAX_SEQ):
-        raise SessionError(f"Last-Event-ID must be an event seq (0 to {MAX_SEQ}), not "
-                           f"{value[:40]!r}", kind="invalid_request")
+    if not (
+        value.isascii()
+        and value.isdigit()
+        and len(value) <= len(str(MAX_SEQ))
+        and int(value) <= MAX_SEQ
+    ):
+        raise SessionError(
+            f"Last-Event-ID must be an event seq (0 to {MAX_SEQ}), not {value[:40]!r}",
+            kind="invalid_request",
+        )
     return int(value)
 
 
@@ -256,9 +273,11 @@ def seq_reached(last: int) -> Stop:
 
 
 @router.get("/threads/{thread_id}/events/stream")
-async def resume_stream(session: Session,
-                        last_event: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-                        after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0) -> Response:
+async def resume_stream(
+    session: Session,
+    last_event: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+) -> Response:
     """The events after `Last-Event-ID`, then live ones until the running turn completes;
     when no turn is running, only what was missed. `after_seq` stands in for the header on
     a first connection, which a browser's EventSource cannot give headers; the header wins,
@@ -285,29 +304,35 @@ async def steer_turn(turn_id: str, body: TurnSteerBody, session: Session) -> Tur
 
 
 @router.post("/threads/{thread_id}/approvals/{item_id}")
-async def respond_approval(item_id: str, body: ApprovalBody, session: Session
-                           ) -> ApprovalRespondResponse:
+async def respond_approval(
+    item_id: str, body: ApprovalBody, session: Session
+) -> ApprovalRespondResponse:
     return ApprovalRespondResponse(
-        item=session.respond_approval(item_id, body.decision, body.message))
+        item=session.respond_approval(item_id, body.decision, body.message)
+    )
 
 
 # ---------------------------------------------------------------------- traces
 
 
-async def jsonl_lines(runtime: AgentRuntime, thread_ids: list[str] | None,
-                      for_training: bool) -> AsyncIterator[str]:
+async def jsonl_lines(
+    runtime: AgentRuntime, thread_ids: list[str] | None, for_training: bool
+) -> AsyncIterator[str]:
     """One record per line, built as it is sent, so a large export is never held whole."""
     for record in iter_threads(runtime.store, thread_ids=thread_ids, for_training=for_training):
         yield json.dumps(record, ensure_ascii=False) + "\n"
 
 
 @router.get("/traces/export")
-async def export_traces(runtime: Runtime, for_training: bool = False,
-                        thread: Annotated[list[str] | None, Query()] = None
-                        ) -> StreamingResponse:
+async def export_traces(
+    runtime: Runtime,
+    for_training: bool = False,
+    thread: Annotated[list[str] | None, Query()] = None,
+) -> StreamingResponse:
     """Threads as training records (JSONL); `thread` may repeat, and all are exported when
     it is absent. Unknown threads are a 404 before anything is sent."""
     for thread_id in thread or ():
         require_thread(runtime, thread_id)
-    return StreamingResponse(jsonl_lines(runtime, thread, for_training),
-                             media_type="application/x-ndjson")
+    return StreamingResponse(
+        jsonl_lines(runtime, thread, for_training), media_type="application/x-ndjson"
+    )

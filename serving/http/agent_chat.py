@@ -29,8 +29,12 @@ from opencomposer.serving.engines.errors import EngineServerError
 
 AGENT_MODEL = "opencomposer-agent"
 THREAD_HEADER = "x-opencomposer-thread"
-_MARKS = {ItemStatus.completed: "done", ItemStatus.failed: "failed",
-          ItemStatus.declined: "not approved", ItemStatus.interrupted: "interrupted"}
+_MARKS = {
+    ItemStatus.completed: "done",
+    ItemStatus.failed: "failed",
+    ItemStatus.declined: "not approved",
+    ItemStatus.interrupted: "interrupted",
+}
 
 
 class AgentChatEngine:
@@ -65,10 +69,16 @@ class AgentChatEngine:
             events.close()
         if ended.status == TurnStatus.failed and ended.error is not None:
             raise EngineServerError(f"the agent turn failed: {ended.error.message}")
-        usage = Usage(ended.usage.prompt_tokens, ended.usage.completion_tokens,
-                      ended.usage.cached_prompt_tokens)
-        yield Finished(GenerationResult(text="".join(answer), usage=usage, model=AGENT_MODEL,
-                                        finish_reason="stop"))
+        usage = Usage(
+            ended.usage.prompt_tokens,
+            ended.usage.completion_tokens,
+            ended.usage.cached_prompt_tokens,
+        )
+        yield Finished(
+            GenerationResult(
+                text="".join(answer), usage=usage, model=AGENT_MODEL, finish_reason="stop"
+            )
+        )
 
     async def aclose(self) -> None:
         return None
@@ -84,4 +94,3 @@ def _pieces(event: Event, kinds: dict[str, str]) -> list[str]:
     if event.type == "turn.completed" and event.turn.status == TurnStatus.interrupted:
         return ["\n[the turn was interrupted]\n"]
     return []
-

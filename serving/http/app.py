@@ -56,8 +56,9 @@ STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 """The files under `/static/` and their types; nothing else there is served."""
 
-PUBLIC_PATHS = frozenset({"/", "/healthz", "/readyz",
-                          *(f"/static/{name}" for name in STATIC_TYPES)})
+PUBLIC_PATHS = frozenset(
+    {"/", "/healthz", "/readyz", *(f"/static/{name}" for name in STATIC_TYPES)}
+)
 """What is served without the token: the page and its assets (they hold no data, and a browser
 cannot send a token to load a page: the page asks for it) and the probes (they say no more
 than up or ready). Exact paths, so no prefix trick reaches anything else."""
@@ -66,7 +67,7 @@ PAGE_HEADERS = {
     # Only the page's own files run, nothing is framed (clickjacking), and its URL, which
     # carries the token on first load, is never sent on as a Referer.
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
-                               "form-action 'none'; frame-ancestors 'none'",
+    "form-action 'none'; frame-ancestors 'none'",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -80,12 +81,18 @@ def index_page() -> str:
         for path, what in ENDPOINTS.items()
     )
     page = (STATIC / "index.html").read_text(encoding="utf-8")
-    return (page.replace("{{version}}", escape(opencomposer.__version__))
-            .replace("{{endpoints}}", rows))
+    return page.replace("{{version}}", escape(opencomposer.__version__)).replace(
+        "{{endpoints}}", rows
+    )
 
 
-def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None = None, *,
-               engine: Engine | None = None) -> FastAPI:
+def create_app(
+    loaded: LoadedSettings,
+    token: str | None,
+    workspace: Path | None = None,
+    *,
+    engine: Engine | None = None,
+) -> FastAPI:
     """Build the app; with a token every route but `PUBLIC_PATHS` requires it (None: no token
     check, for tests; the Host and Origin checks apply always). The engine is the configured
     one unless given (tests pass a scripted engine)."""
@@ -94,16 +101,18 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
     metrics = ServerMetrics()
     settings = loaded.settings
     if token is not None:  # known to the runtime's redactor, even when made, not configured
-        settings = settings.model_copy(update={"server": settings.server.model_copy(
-            update={"token": SecretStr(token)})})
+        settings = settings.model_copy(
+            update={"server": settings.server.model_copy(update={"token": SecretStr(token)})}
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from opencomposer.agent.runtime import AgentRuntime
         from opencomposer.serving.engines import make_engine
 
-        serving = MeteredEngine(engine or make_engine(settings.engine, settings.models_dir),
-                                metrics)
+        serving = MeteredEngine(
+            engine or make_engine(settings.engine, settings.models_dir), metrics
+        )
         runtime = AgentRuntime(settings, serving)
         metrics.watch_turns(runtime.running_turns)
         app.state.server = ServerState(settings, serving, runtime)
@@ -155,8 +164,9 @@ def create_app(loaded: LoadedSettings, token: str | None, workspace: Path | None
     @app.get("/static/{name}")
     async def static_file(name: str) -> Response:
         if name not in STATIC_TYPES:
-            return JSONResponse({"error": {"kind": "not_found", "message": f"no {name}"}},
-                                status_code=404)
+            return JSONResponse(
+                {"error": {"kind": "not_found", "message": f"no {name}"}}, status_code=404
+            )
         return Response((STATIC / name).read_bytes(), media_type=STATIC_TYPES[name])
 
     @app.get("/metrics")

@@ -57,8 +57,10 @@ def _read_token(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:  # a symlink (ELOOP) or an unreadable file
-        raise TokenError(f"cannot read the server token from {path}: {exc.strerror}; "
-                         "delete the file to make a new one") from None
+        raise TokenError(
+            f"cannot read the server token from {path}: {exc.strerror}; "
+            "delete the file to make a new one"
+        ) from None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
@@ -67,8 +69,9 @@ def _read_token(path: Path) -> str | None:
             os.fchmod(fd, 0o600)
         token = file.read(1024).decode("ascii", "replace").strip()
     if not _USABLE.fullmatch(token):
-        raise TokenError(f"{path} does not hold a usable token ({TOKEN_RULE}); delete it "
-                         "to make a new one")
+        raise TokenError(
+            f"{path} does not hold a usable token ({TOKEN_RULE}); delete it to make a new one"
+        )
     return token
 
 
@@ -103,12 +106,22 @@ class RequireToken:
         self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["path"] not in self.public
-                and not self._carries_token(scope["headers"])):
-            await send_refusal(send, scope["path"], 401, "unauthorized", (
-                "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-                "token `opencomposer serve` printed (kept in server-token in the data folder)"),
-                [(b"www-authenticate", b"Bearer")])
+        if (
+            scope["type"] == "http"
+            and scope["path"] not in self.public
+            and not self._carries_token(scope["headers"])
+        ):
+            await send_refusal(
+                send,
+                scope["path"],
+                401,
+                "unauthorized",
+                (
+                    "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
+                    "token `opencomposer serve` printed (kept in server-token in the data folder)"
+                ),
+                [(b"www-authenticate", b"Bearer")],
+            )
             return
         await self.app(scope, receive, send)
 
@@ -118,5 +131,4 @@ class RequireToken:
             return False
         scheme, _, value = given[0].partition(b" ")
         # compare_digest: the time taken must not reveal how much of a guess was right.
-        return scheme.lower() == b"bearer" and secrets.compare_digest(value.strip(),
-                                                                      self._expected)
+        return scheme.lower() == b"bearer" and secrets.compare_digest(value.strip(), self._expected)

@@ -44,8 +44,10 @@ from opencomposer.serving.engines.base import (
 from opencomposer.serving.engines.replay import InstantEngine
 
 ANSWER = "Done: the tests pass."
-PROMPT = [{"role": "system", "content": "You are a coding agent."},
-          {"role": "user", "content": "Do the tests pass?"}]
+PROMPT = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Do the tests pass?"},
+]
 
 
 @contextmanager
@@ -54,11 +56,13 @@ def serving(root: Path, *, timeout: float = 30) -> Iterator[str]:
     and its workspaces under `root`; yields its URL. The child ends with the block, however
     the block ends: SIGTERM, then SIGKILL if it has not stopped in 10 s."""
     port_file = root / "server.port"
-    child = subprocess.Popen([sys.executable, "-m", "opencomposer.serving.http.bench_server",
-                              str(root), str(port_file)],
-                             # stdout carries the bench's report (--json), so the server's
-                             # output goes to stderr; stdin's pipe closing tells it we are gone.
-                             stdin=subprocess.PIPE, stdout=2)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "opencomposer.serving.http.bench_server", str(root), str(port_file)],
+        # stdout carries the bench's report (--json), so the server's
+        # output goes to stderr; stdin's pipe closing tells it we are gone.
+        stdin=subprocess.PIPE,
+        stdout=2,
+    )
     try:
         deadline = time.monotonic() + timeout
         while not port_file.exists():
@@ -87,12 +91,17 @@ async def http_clients(url: str, count: int) -> AsyncIterator[list[httpx.AsyncCl
     (61 req/s, where separate clients reach ~700 on the same two cores)."""
     async with AsyncExitStack() as stack:
         # Plain HTTP on loopback: no TLS, so skip loading a CA bundle (19 ms a client).
-        yield [await stack.enter_async_context(
-            httpx.AsyncClient(base_url=url, timeout=60, verify=False)) for _ in range(count)]
+        yield [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=url, timeout=60, verify=False)
+            )
+            for _ in range(count)
+        ]
 
 
-async def clients(concurrency: int, total: int,
-                  one: Callable[[int], Awaitable[float]]) -> tuple[float, list[float]]:
+async def clients(
+    concurrency: int, total: int, one: Callable[[int], Awaitable[float]]
+) -> tuple[float, list[float]]:
     """`total` calls of `one(client)` by `concurrency` clients, each calling in turn;
     the wall time and each call's figure."""
     figures: list[float] = []
@@ -112,6 +121,7 @@ async def clients(concurrency: int, total: int,
 
 async def chat_over_http(url: str, concurrency: int, total: int) -> tuple[float, list[float]]:
     async with http_clients(url, concurrency) as http:
+
         async def one(client: int) -> float:
             started = time.perf_counter()
             response = await http[client].post("/v1/chat/completions", json={"messages": PROMPT})
@@ -124,8 +134,9 @@ async def chat_over_http(url: str, concurrency: int, total: int) -> tuple[float,
         return await clients(concurrency, total, one)
 
 
-async def chat_in_process(engine: InstantEngine, concurrency: int,
-                          total: int) -> tuple[float, list[float]]:
+async def chat_in_process(
+    engine: InstantEngine, concurrency: int, total: int
+) -> tuple[float, list[float]]:
     request = GenerationRequest(messages=[ChatMessage(**m) for m in PROMPT])
 
     async def one(_client: int) -> float:
@@ -139,18 +150,37 @@ async def chat_in_process(engine: InstantEngine, concurrency: int,
     return await clients(concurrency, total, one)
 
 
-def chat_rows(concurrency: int, total: int, http: tuple[float, list[float]],
-              local: tuple[float, list[float]]) -> list[Row]:
+def chat_rows(
+    concurrency: int, total: int, http: tuple[float, list[float]], local: tuple[float, list[float]]
+) -> list[Row]:
     (http_wall, http_lat), (local_wall, local_lat) = http, local
     name = f"chat completion, {concurrency} client{'s' if concurrency > 1 else ''}"
     note = f"{total} non-streaming requests"
     return [
-        Row(f"{name}: throughput", "in-process", total / local_wall, total / http_wall,
-            "req/s", f"{note}; higher is better"),
-        Row(f"{name}: p50 latency", "in-process", percentile(local_lat, 0.5),
-            percentile(http_lat, 0.5), "s", note),
-        Row(f"{name}: p99 latency", "in-process", percentile(local_lat, 0.99),
-            percentile(http_lat, 0.99), "s", note),
+        Row(
+            f"{name}: throughput",
+            "in-process",
+            total / local_wall,
+            total / http_wall,
+            "req/s",
+            f"{note}; higher is better",
+        ),
+        Row(
+            f"{name}: p50 latency",
+            "in-process",
+            percentile(local_lat, 0.5),
+            percentile(http_lat, 0.5),
+            "s",
+            note,
+        ),
+        Row(
+            f"{name}: p99 latency",
+            "in-process",
+            percentile(local_lat, 0.99),
+            percentile(http_lat, 0.99),
+            "s",
+            note,
+        ),
     ]
 
 
@@ -161,12 +191,11 @@ def turn_body(client: int) -> dict[str, Any]:
     return {"input": [{"type": "text", "text": f"Client {client}: do the tests pass?"}]}
 
 
-async def turns_over_http(url: str, workspace: Path, concurrency: int,
-                          total: int) -> list[float]:
+async def turns_over_http(url: str, workspace: Path, concurrency: int, total: int) -> list[float]:
     async with http_clients(url, concurrency) as http:
+
         async def new_thread(client: int) -> str:
-            response = await http[client].post("/v1/threads",
-                                               json={"workspace": str(workspace)})
+            response = await http[client].post("/v1/threads", json={"workspace": str(workspace)})
             response.raise_for_status()
             return response.json()["thread"]["id"]
 
@@ -175,8 +204,9 @@ async def turns_over_http(url: str, workspace: Path, concurrency: int,
         async def one(client: int) -> float:
             started = time.perf_counter()
             first: float | None = None
-            async with http[client].stream("POST", f"/v1/threads/{threads[client]}/turns",
-                                           json=turn_body(client)) as response:
+            async with http[client].stream(
+                "POST", f"/v1/threads/{threads[client]}/turns", json=turn_body(client)
+            ) as response:
                 response.raise_for_status()
                 async for line in response.aiter_lines():
                     if first is None and line.startswith("event: "):
@@ -191,8 +221,9 @@ async def turns_over_http(url: str, workspace: Path, concurrency: int,
         return (await clients(concurrency, total, one))[1]
 
 
-async def turns_in_process(root: Path, workspace: Path, concurrency: int,
-                           total: int) -> list[float]:
+async def turns_in_process(
+    root: Path, workspace: Path, concurrency: int, total: int
+) -> list[float]:
     from opencomposer.agent.protocol.events import TurnCompletedEvent
     from opencomposer.agent.protocol.items import TextInput
     from opencomposer.agent.runtime import AgentRuntime
@@ -206,8 +237,7 @@ async def turns_in_process(root: Path, workspace: Path, concurrency: int,
             session = sessions[client]
             started = time.perf_counter()
             after = session.log.seq
-            turn = await session.start_turn([TextInput(text=turn_body(client)["input"][0]
-                                                       ["text"])])
+            turn = await session.start_turn([TextInput(text=turn_body(client)["input"][0]["text"])])
             subscription = session.subscribe(after, answers_approvals=True)
             try:
                 await anext(subscription)
@@ -225,23 +255,35 @@ async def turns_in_process(root: Path, workspace: Path, concurrency: int,
         await runtime.close()
 
 
-def turn_rows(concurrency: int, total: int, http: list[float],
-              local: list[float]) -> list[Row]:
+def turn_rows(concurrency: int, total: int, http: list[float], local: list[float]) -> list[Row]:
     name = f"agent turn, {concurrency} client{'s' if concurrency > 1 else ''}"
     note = f"{total} one-step turns, each client in its own thread"
     return [
-        Row(f"{name}: first event p50", "in-process", percentile(local, 0.5),
-            percentile(http, 0.5), "s", note),
-        Row(f"{name}: first event p99", "in-process", percentile(local, 0.99),
-            percentile(http, 0.99), "s", note),
+        Row(
+            f"{name}: first event p50",
+            "in-process",
+            percentile(local, 0.5),
+            percentile(http, 0.5),
+            "s",
+            note,
+        ),
+        Row(
+            f"{name}: first event p99",
+            "in-process",
+            percentile(local, 0.99),
+            percentile(http, 0.99),
+            "s",
+            note,
+        ),
     ]
 
 
 # --------------------------------------------------------------------------- all of it
 
 
-async def run_http_bench(*, concurrency: list[int] | None = None, requests: int = 1000,
-                         turns: int = 200) -> tuple[list[Row], dict[str, Any]]:
+async def run_http_bench(
+    *, concurrency: list[int] | None = None, requests: int = 1000, turns: int = 200
+) -> tuple[list[Row], dict[str, Any]]:
     """Every measurement above at each concurrency; at least one request (turn) per client."""
     levels = concurrency or [1, 16, 100]
     rows: list[Row] = []
@@ -259,7 +301,8 @@ async def run_http_bench(*, concurrency: list[int] | None = None, requests: int 
             for level in levels:
                 total = max(turns, level)
                 http_turns = await turns_over_http(url, workspace, level, total)
-                local_turns = await turns_in_process(root / f"local{level}", workspace,
-                                                     level, total)
+                local_turns = await turns_in_process(
+                    root / f"local{level}", workspace, level, total
+                )
                 rows += turn_rows(level, total, http_turns, local_turns)
     return rows, {"concurrency": levels, "requests": requests, "turns": turns}

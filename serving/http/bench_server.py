@@ -35,12 +35,16 @@ def report_then_watch(server: uvicorn.Server, port_file: Path) -> None:
 
 
 def main(root: Path, port_file: Path) -> None:
-    settings = Settings(home=root / "server", models_dir=root / "models",
-                        server={"workspace_roots": [root]})
+    settings = Settings(
+        home=root / "server", models_dir=root / "models", server={"workspace_roots": [root]}
+    )
     app = create_app(LoadedSettings(settings), None, engine=InstantEngine(ANSWER))
     # The backlog of `serve_in_thread`: 100 clients connect at once.
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                           lifespan="on", backlog=2048))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", backlog=2048
+        )
+    )
     threading.Thread(target=report_then_watch, args=(server, port_file), daemon=True).start()
     server.run()
 

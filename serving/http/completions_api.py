@@ -84,27 +84,39 @@ class CompletionRequest(OpenAIBody):
         wants_logprobs = self.logprobs is not None
         return GenerationRequest(
             prompt=TextPrompt(prefix=self.prompt_text, suffix=self.suffix),
-            sampling=SamplingParams(temperature=self.temperature, top_p=self.top_p,
-                                    max_tokens=self.max_tokens, stop=stop, seed=self.seed),
+            sampling=SamplingParams(
+                temperature=self.temperature,
+                top_p=self.top_p,
+                max_tokens=self.max_tokens,
+                stop=stop,
+                seed=self.seed,
+            ),
             capture=Capture(logprobs=wants_logprobs, token_ids=wants_logprobs),
-            model=self.model)
+            model=self.model,
+        )
 
 
 @router.post("/v1/completions")
 async def completions(body: CompletionRequest, state: State) -> Response:
     if body.model == AGENT_MODEL:
-        raise OpenAIError(400, f"{AGENT_MODEL} is an agent: chat with it through "
-                          "/v1/chat/completions", param="model", code="model_not_supported")
+        raise OpenAIError(
+            400,
+            f"{AGENT_MODEL} is an agent: chat with it through /v1/chat/completions",
+            param="model",
+            code="model_not_supported",
+        )
     model = await resolve_model(state, body.model)
     try:
         generation = body.to_generation()
     except ValidationError as exc:
         raise validation_error(exc) from None
-    reply = TextReply(model=model, echo=body.prompt_text if body.echo else "",
-                      logprobs=body.logprobs is not None)
+    reply = TextReply(
+        model=model, echo=body.prompt_text if body.echo else "", logprobs=body.logprobs is not None
+    )
     include_usage = body.stream_options is not None and body.stream_options.include_usage
-    return await respond(state.engine, generation, reply, stream=body.stream,
-                         include_usage=include_usage)
+    return await respond(
+        state.engine, generation, reply, stream=body.stream, include_usage=include_usage
+    )
 
 
 class TextReply(Envelope):
@@ -118,13 +130,13 @@ class TextReply(Envelope):
         self.echo = echo
         self.logprobs = logprobs
 
-    def _choice(self, text: str, finish_reason: str | None = None,
-                logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _choice(
+        self, text: str, finish_reason: str | None = None, logprobs: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
     def completion(self, result: GenerationResult) -> dict[str, Any]:
-        choice = self._choice(self.echo + result.text, result.finish_reason,
-                              self._logprobs(result))
+        choice = self._choice(self.echo + result.text, result.finish_reason, self._logprobs(result))
         return self._envelope(self.KIND, [choice]) | {"usage": usage_json(result)}
 
     def opening(self) -> list[dict[str, Any]]:
@@ -135,8 +147,11 @@ class TextReply(Envelope):
             case TextDelta(text):
                 return [self._envelope(self.KIND, [self._choice(text)])]
             case Finished(result):
-                chunks = [self._envelope(self.KIND, [self._choice(
-                    "", result.finish_reason, self._logprobs(result))])]
+                chunks = [
+                    self._envelope(
+                        self.KIND, [self._choice("", result.finish_reason, self._logprobs(result))]
+                    )
+                ]
                 if include_usage:
                     chunks.append(self._envelope(self.KIND, []) | {"usage": usage_json(result)})
                 return chunks
@@ -147,6 +162,9 @@ class TextReply(Envelope):
             return None
         ids = result.tokens.completion_token_ids or []
         values = result.tokens.logprobs
-        return {"tokens": [f"token_id:{ids[i]}" if i < len(ids) else ""
-                           for i in range(len(values))],
-                "token_logprobs": list(values), "top_logprobs": None, "text_offset": None}
+        return {
+            "tokens": [f"token_id:{ids[i]}" if i < len(ids) else "" for i in range(len(values))],
+            "token_logprobs": list(values),
+            "top_logprobs": None,
+            "text_offset": None,
+        }

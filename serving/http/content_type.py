@@ -14,8 +14,9 @@ from opencomposer.serving.http.errors import send_refusal
 def is_json(content_type: str) -> bool:
     """`application/json` or an `application/...+json` type, with any parameters."""
     media = content_type.partition(";")[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/")
-                                           and media.endswith("+json"))
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 class JsonBodies:
@@ -31,11 +32,22 @@ class JsonBodies:
             chunked = any(key == b"transfer-encoding" for key, _ in headers)
             types = [value.decode("latin-1") for key, value in headers if key == b"content-type"]
             if (chunked or any(value != b"0" for value in length)) and not (
-                    len(types) == 1 and is_json(types[0])):
-                sent = f"it came as {types[0]!r}" if len(types) == 1 else (
-                    "it came with no Content-Type" if not types else "it came with several")
-                await send_refusal(send, scope["path"], 415, "unsupported_media_type", (
-                    "request bodies must be JSON, sent with the header 'Content-Type: "
-                    f"application/json' ({sent})"))
+                len(types) == 1 and is_json(types[0])
+            ):
+                sent = (
+                    f"it came as {types[0]!r}"
+                    if len(types) == 1
+                    else ("it came with no Content-Type" if not types else "it came with several")
+                )
+                await send_refusal(
+                    send,
+                    scope["path"],
+                    415,
+                    "unsupported_media_type",
+                    (
+                        "request bodies must be JSON, sent with the header 'Content-Type: "
+                        f"application/json' ({sent})"
+                    ),
+                )
                 return
         await self.app(scope, receive, send)

@@ -24,20 +24,40 @@ OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models")
 def error_body(path: str, kind: str, message: str) -> dict:
     """An error in the shape the clients of `path` read."""
     if path in OPENAI_PATHS or path.startswith("/v1/models/"):
-        return {"error": {"message": message, "type": "invalid_request_error", "param": None,
-                          "code": kind}}
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": kind,
+            }
+        }
     return {"error": {"kind": kind, "message": message}}
 
 
-async def send_refusal(send: Send, path: str, status: int, kind: str, message: str,
-                       headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def send_refusal(
+    send: Send,
+    path: str,
+    status: int,
+    kind: str,
+    message: str,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
     """Answer from an ASGI middleware, before any route runs."""
     body = json.dumps(error_body(path, kind, message)).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            # The body echoes the refused Host or Origin: never as HTML.
-                            (b"x-content-type-options", b"nosniff"), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                # The body echoes the refused Host or Origin: never as HTML.
+                (b"x-content-type-options", b"nosniff"),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -53,8 +73,7 @@ class StrictJSONRequest(Request):
                 self._json = pydantic_core.from_json(body, allow_inf_nan=False)
             except ValueError as exc:
                 # The exception FastAPI turns into its "invalid JSON" validation error.
-                raise json.JSONDecodeError(str(exc), body.decode("utf-8", "replace"), 0) \
-                    from None
+                raise json.JSONDecodeError(str(exc), body.decode("utf-8", "replace"), 0) from None
         return self._json
 
 
@@ -83,13 +102,20 @@ def translating_route(translate: Translate) -> type[APIRoute]:
 def validation_problems(exc: RequestValidationError | ValidationError) -> list[tuple[str, str]]:
     """(where, what) of each invalid field; `where` is the dotted path inside the body, empty
     for a body that is not JSON at all."""
-    return [("", f"the body is not valid JSON ({error.get('ctx', {}).get('error', '?')})")
-            if error.get("type") == "json_invalid" else
-            (".".join(str(part) for part in error.get("loc", ()) if part != "body"),
-             error.get("msg", "invalid")) for error in exc.errors()]
+    return [
+        ("", f"the body is not valid JSON ({error.get('ctx', {}).get('error', '?')})")
+        if error.get("type") == "json_invalid"
+        else (
+            ".".join(str(part) for part in error.get("loc", ()) if part != "body"),
+            error.get("msg", "invalid"),
+        )
+        for error in exc.errors()
+    ]
 
 
 def describe(problems: list[tuple[str, str]]) -> str:
     """The problems in one line a person can act on."""
-    return "; ".join(f"{where}: {what}" if where else what for where, what in problems) \
+    return (
+        "; ".join(f"{where}: {what}" if where else what for where, what in problems)
         or "invalid request"
+    )

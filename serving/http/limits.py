@@ -48,5 +48,10 @@ class BodyLimit:
         await self.app(scope, counting_receive, guarded_send)
 
     async def _refuse(self, send: Send, path: str) -> None:
-        await send_refusal(send, path, 413, "too_large", (
-            f"the request body is over the {self.max_bytes:,}-byte limit (server.max_body_bytes)"))
+        await send_refusal(
+            send,
+            path,
+            413,
+            "too_large",
+            (f"the request body is over the {self.max_bytes:,}-byte limit (server.max_body_bytes)"),
+        )

@@ -39,25 +39,48 @@ log = logging.getLogger(__name__)
 class ServerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("opencomposer_http_requests", "HTTP requests served.",
-                                ["method", "route", "status"], registry=self.registry)
-        self.latency = Histogram("opencomposer_http_request_seconds",
-                                 "Time to the end of the response (whole SSE streams included).",
-                                 ["route"], registry=self.registry)
-        self.tokens = Counter("opencomposer_model_tokens", "Tokens the engine read or wrote.",
-                              ["kind"], registry=self.registry)
-        self.generations = Counter("opencomposer_model_generations",
-                                   "Generations by how they finished.", ["finish_reason"],
-                                   registry=self.registry)
-        self.drafted = Counter("opencomposer_spec_drafted_tokens",
-                               "Speculative draft tokens proposed.", registry=self.registry)
-        self.accepted = Counter("opencomposer_spec_accepted_tokens",
-                                "Speculative draft tokens accepted.", registry=self.registry)
-        self.verify_steps = Counter("opencomposer_spec_verify_steps",
-                                    "Target forwards that verified drafts.",
-                                    registry=self.registry)
-        self.active_turns = Gauge("opencomposer_agent_active_turns", "Agent turns running now.",
-                                  registry=self.registry)
+        self.requests = Counter(
+            "opencomposer_http_requests",
+            "HTTP requests served.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "opencomposer_http_request_seconds",
+            "Time to the end of the response (whole SSE streams included).",
+            ["route"],
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "opencomposer_model_tokens",
+            "Tokens the engine read or wrote.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.generations = Counter(
+            "opencomposer_model_generations",
+            "Generations by how they finished.",
+            ["finish_reason"],
+            registry=self.registry,
+        )
+        self.drafted = Counter(
+            "opencomposer_spec_drafted_tokens",
+            "Speculative draft tokens proposed.",
+            registry=self.registry,
+        )
+        self.accepted = Counter(
+            "opencomposer_spec_accepted_tokens",
+            "Speculative draft tokens accepted.",
+            registry=self.registry,
+        )
+        self.verify_steps = Counter(
+            "opencomposer_spec_verify_steps",
+            "Target forwards that verified drafts.",
+            registry=self.registry,
+        )
+        self.active_turns = Gauge(
+            "opencomposer_agent_active_turns", "Agent turns running now.", registry=self.registry
+        )
 
     def watch_turns(self, count: Callable[[], int]) -> None:
         self.active_turns.set_function(count)
@@ -147,8 +170,13 @@ class RequestMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"x-request-id", request_id.encode())]}
+                message = {
+                    **message,
+                    "headers": [
+                        *message.get("headers", []),
+                        (b"x-request-id", request_id.encode()),
+                    ],
+                }
             await send(message)
 
         try:
@@ -159,6 +187,7 @@ class RequestMetrics:
             method = scope["method"] if scope["method"] in _METHODS else "other"
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            log.info("%s %s %s", method, route, status,
-                     extra={"duration_ms": round(seconds * 1000, 1)})
+            log.info(
+                "%s %s %s", method, route, status, extra={"duration_ms": round(seconds * 1000, 1)}
+            )
             REQUEST_ID.reset(token)

@@ -56,12 +56,20 @@ from opencomposer.serving.http.state import ServerState, server_state
 class OpenAIError(Exception):
     """A failure to send in OpenAI's error shape with its HTTP status."""
 
-    def __init__(self, status: int, message: str, *, error_type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        error_type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
-        self.body = {"error": {"message": message, "type": error_type, "param": param,
-                               "code": code}}
+        self.body = {
+            "error": {"message": message, "type": error_type, "param": param, "code": code}
+        }
 
 
 def engine_error(exc: EngineError) -> OpenAIError:
@@ -144,18 +152,23 @@ class MessageIn(OpenAIBody):
             content = "".join(part.text for part in content)
         # `developer` is OpenAI's newer name for the system role.
         role = "system" if self.role == "developer" else self.role
-        calls = [ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
-                 for c in self.tool_calls or []]
-        return ChatMessage(role=role, content=content, tool_calls=calls,
-                           tool_call_id=self.tool_call_id, name=self.name)
+        calls = [
+            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
+            for c in self.tool_calls or []
+        ]
+        return ChatMessage(
+            role=role,
+            content=content,
+            tool_calls=calls,
+            tool_call_id=self.tool_call_id,
+            name=self.name,
+        )
 
 
 class FunctionDef(OpenAIBody):
     name: str
     description: str = ""
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 class ToolIn(OpenAIBody):
@@ -206,16 +219,28 @@ class ChatCompletionRequest(OpenAIBody):
         choice = self.tool_choice
         return GenerationRequest(
             messages=[m.to_message() for m in self.messages],
-            tools=[ToolSpec(name=t.function.name, description=t.function.description,
-                            parameters=t.function.parameters) for t in self.tools or []],
-            tool_choice=choice.function.name if isinstance(choice, NamedToolChoice)
+            tools=[
+                ToolSpec(
+                    name=t.function.name,
+                    description=t.function.description,
+                    parameters=t.function.parameters,
+                )
+                for t in self.tools or []
+            ],
+            tool_choice=choice.function.name
+            if isinstance(choice, NamedToolChoice)
             else choice or "auto",
-            sampling=SamplingParams(temperature=self.temperature, top_p=self.top_p,
-                                    max_tokens=self.max_completion_tokens or self.max_tokens,
-                                    stop=stop, seed=self.seed),
+            sampling=SamplingParams(
+                temperature=self.temperature,
+                top_p=self.top_p,
+                max_tokens=self.max_completion_tokens or self.max_tokens,
+                stop=stop,
+                seed=self.seed,
+            ),
             # Token ids name the tokens in the logprobs: this layer has no tokenizer.
-            capture=Capture(logprobs=self.logprobs, token_ids=self.logprobs,
-                            top_logprobs=self.top_logprobs or 0),
+            capture=Capture(
+                logprobs=self.logprobs, token_ids=self.logprobs, top_logprobs=self.top_logprobs or 0
+            ),
             model=self.model,
         )
 
@@ -231,19 +256,21 @@ async def list_models(state: State) -> JSONResponse:
         raise engine_error(exc) from None
     data = []
     for info in served:
-        entry: dict[str, Any] = {"id": info.id, "object": "model", "created": 0,
-                                 "owned_by": info.owned_by or "opencomposer"}
+        entry: dict[str, Any] = {
+            "id": info.id,
+            "object": "model",
+            "created": 0,
+            "owned_by": info.owned_by or "opencomposer",
+        }
         if info.context_window is not None:
             # `max_model_len` too: vLLM's name, which OpenAI-compatible clients already read.
-            entry |= {"context_window": info.context_window,
-                      "max_model_len": info.context_window}
+            entry |= {"context_window": info.context_window, "max_model_len": info.context_window}
         data.append(entry)
     return JSONResponse({"object": "list", "data": data})
 
 
 @router.post("/v1/chat/completions")
-async def chat_completions(body: ChatCompletionRequest, state: State,
-                           request: Request) -> Response:
+async def chat_completions(body: ChatCompletionRequest, state: State, request: Request) -> Response:
     if body.model == AGENT_MODEL:
         engine: Engine = await _agent_engine(state, request.headers.get(THREAD_HEADER))
         model = AGENT_MODEL
@@ -255,12 +282,23 @@ async def chat_completions(body: ChatCompletionRequest, state: State,
     except ValidationError as exc:
         raise validation_error(exc) from None
     include_usage = body.stream_options is not None and body.stream_options.include_usage
-    return await respond(engine, generation, ChatReply(model=model, logprobs=body.logprobs),
-                         stream=body.stream, include_usage=include_usage)
+    return await respond(
+        engine,
+        generation,
+        ChatReply(model=model, logprobs=body.logprobs),
+        stream=body.stream,
+        include_usage=include_usage,
+    )
 
 
-async def respond(engine: Engine, generation: GenerationRequest, reply: "Reply", *,
-                  stream: bool, include_usage: bool) -> Response:
+async def respond(
+    engine: Engine,
+    generation: GenerationRequest,
+    reply: "Reply",
+    *,
+    stream: bool,
+    include_usage: bool,
+) -> Response:
     """The engine's answer as one JSON object, or as server-sent chunks ending in `[DONE]`."""
     if not stream:
         return JSONResponse(await _complete(engine, generation, reply))
@@ -273,8 +311,9 @@ async def respond(engine: Engine, generation: GenerationRequest, reply: "Reply",
         await events.aclose()
         raise engine_error(exc) from None
     except StopAsyncIteration:
-        raise engine_error(EngineProtocolError("the engine's stream ended without a result")) \
-            from None
+        raise engine_error(
+            EngineProtocolError("the engine's stream ended without a result")
+        ) from None
     return StreamingResponse(
         _sse(events, first, reply, include_usage),
         media_type="text/event-stream",
@@ -285,9 +324,13 @@ async def respond(engine: Engine, generation: GenerationRequest, reply: "Reply",
 async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
     """The thread a chat with the agent runs in (it must exist and have no turn running)."""
     if not thread_id:
-        raise OpenAIError(400, f"chatting with {AGENT_MODEL} needs an X-Opencomposer-Thread "
-                          "header naming a thread (create one with POST /v1/threads)",
-                          param="model", code="thread_required")
+        raise OpenAIError(
+            400,
+            f"chatting with {AGENT_MODEL} needs an X-Opencomposer-Thread "
+            "header naming a thread (create one with POST /v1/threads)",
+            param="model",
+            code="thread_required",
+        )
     try:
         session = await state.runtime.open_thread(thread_id)
     except SessionError as exc:
@@ -306,13 +349,18 @@ async def resolve_model(state: ServerState, requested: str | None) -> str:
     if requested is None:
         return served[0] if served else "unknown"
     if requested not in served:
-        raise OpenAIError(404, f"the model {requested!r} does not exist; served: "
-                          f"{', '.join(served)}", param="model", code="model_not_found")
+        raise OpenAIError(
+            404,
+            f"the model {requested!r} does not exist; served: {', '.join(served)}",
+            param="model",
+            code="model_not_found",
+        )
     return requested
 
 
-async def _complete(engine: Engine, generation: GenerationRequest,
-                    reply: "Reply") -> dict[str, Any]:
+async def _complete(
+    engine: Engine, generation: GenerationRequest, reply: "Reply"
+) -> dict[str, Any]:
     try:
         async with aclosing(engine.generate(generation)) as stream:
             async for event in stream:
@@ -323,8 +371,9 @@ async def _complete(engine: Engine, generation: GenerationRequest,
     raise engine_error(EngineProtocolError("the engine's stream ended without a result"))
 
 
-async def _sse(stream: AsyncIterator[EngineEvent], first: EngineEvent, reply: "Reply",
-               include_usage: bool) -> AsyncIterator[str]:
+async def _sse(
+    stream: AsyncIterator[EngineEvent], first: EngineEvent, reply: "Reply", include_usage: bool
+) -> AsyncIterator[str]:
     """The chunks of one streamed completion. Closing the engine stream on the way out (the
     client went away, so Starlette cancels this generator) cancels the generation."""
     async with aclosing(stream):
@@ -374,8 +423,13 @@ class Envelope:
         self.model = model
 
     def _envelope(self, kind: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
-                "choices": choices}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
 
 
 class ChatReply(Envelope):
@@ -392,14 +446,21 @@ class ChatReply(Envelope):
             message["reasoning_content"] = result.reasoning
         if result.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in result.tool_calls]
-        choice = {"index": 0, "message": message, "finish_reason": result.finish_reason,
-                  "logprobs": self._logprobs(result)}
+        choice = {
+            "index": 0,
+            "message": message,
+            "finish_reason": result.finish_reason,
+            "logprobs": self._logprobs(result),
+        }
         return self._envelope("chat.completion", [choice]) | {"usage": usage_json(result)}
 
-    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
-              logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason,
-                  "logprobs": logprobs}
+    def chunk(
+        self,
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        logprobs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}
         return self._envelope("chat.completion.chunk", [choice])
 
     def chunks(self, event: EngineEvent, include_usage: bool) -> list[dict[str, Any]]:
@@ -410,18 +471,24 @@ class ChatReply(Envelope):
             case ReasoningDelta(text):
                 return [self.chunk({"reasoning_content": text})]
             case ToolCallStarted(index, call_id, name):
-                call = {"index": index, "id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": ""}}
+                call = {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
                 return [self.chunk({"tool_calls": [call]})]
             case ToolCallArgumentsDelta(index, text):
-                return [self.chunk({"tool_calls": [{"index": index,
-                                                    "function": {"arguments": text}}]})]
+                return [
+                    self.chunk({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
+                ]
             case Finished(result):
                 # Engines report logprobs with the result, so they ride on the finish chunk.
                 chunks = [self.chunk({}, result.finish_reason, self._logprobs(result))]
                 if include_usage:
-                    chunks.append(self._envelope("chat.completion.chunk", [])
-                                  | {"usage": usage_json(result)})
+                    chunks.append(
+                        self._envelope("chat.completion.chunk", []) | {"usage": usage_json(result)}
+                    )
                 return chunks
         return []
 
@@ -432,8 +499,12 @@ class ChatReply(Envelope):
             return None
         ids = result.tokens.completion_token_ids or []
         content = [
-            {"token": f"token_id:{ids[i]}" if i < len(ids) else "", "logprob": logprob,
-             "bytes": None, "top_logprobs": []}
+            {
+                "token": f"token_id:{ids[i]}" if i < len(ids) else "",
+                "logprob": logprob,
+                "bytes": None,
+                "top_logprobs": [],
+            }
             for i, logprob in enumerate(result.tokens.logprobs)
         ]
         return {"content": content, "refusal": None}
@@ -443,6 +514,9 @@ def usage_json(result: GenerationResult) -> dict[str, Any] | None:
     if result.usage is None:
         return None
     usage = result.usage
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    }

@@ -95,8 +95,7 @@ class HostPolicy:
             names.add(host_name(bound) or server.host.lower())
         return cls(frozenset(names), frozenset(_origin(o) for o in server.allowed_origins))
 
-    def refusal(self, method: str, path: str, headers: list[tuple[bytes, bytes]]
-                ) -> str | None:
+    def refusal(self, method: str, path: str, headers: list[tuple[bytes, bytes]]) -> str | None:
         """Why the request may not be served (a message naming the setting that would allow
         it), or None when it may."""
         values: dict[bytes, list[str]] = {}
@@ -107,21 +106,24 @@ class HostPolicy:
             return "the request must carry exactly one Host header"
         name = host_name(hosts[0])
         if name is None or not (is_loopback(name) or name in self.names):
-            return (f"Host {hosts[0]!r} does not name this server: use 127.0.0.1, localhost "
-                    "or [::1], or add the name to server.allowed_hosts")
+            return (
+                f"Host {hosts[0]!r} does not name this server: use 127.0.0.1, localhost "
+                "or [::1], or add the name to server.allowed_hosts"
+            )
         origins = values.get(b"origin", [])
         if origins:
             own = f"http://{hosts[0].lower()}"
             if len(origins) > 1 or _origin(origins[0]) not in (own, *self.origins):
-                return (f"requests from the web origin {origins[0]!r} are refused: only this "
-                        f"server's own page ({own}) and server.allowed_origins may call it")
+                return (
+                    f"requests from the web origin {origins[0]!r} are refused: only this "
+                    f"server's own page ({own}) and server.allowed_origins may call it"
+                )
             return None
         site = values.get(b"sec-fetch-site", ["none"])[-1].lower()
         mode = values.get(b"sec-fetch-mode", [""])[-1].lower()
         dest = values.get(b"sec-fetch-dest", [""])[-1].lower()
         if site in ("cross-site", "same-site") and (method, path, mode, dest) != NAVIGATION:
-            return (f"{site} browser requests are refused: only this server's own page "
-                    "may call it")
+            return f"{site} browser requests are refused: only this server's own page may call it"
         return None
 
 

@@ -12,11 +12,13 @@ from fastapi import FastAPI
 
 
 @contextmanager
-def serve_in_thread(app: FastAPI, *, backlog: int = 2048, timeout: float = 30
-                    ) -> Iterator[str]:
+def serve_in_thread(app: FastAPI, *, backlog: int = 2048, timeout: float = 30) -> Iterator[str]:
     """Serve `app` until the block ends; yields its base URL (no `/v1`)."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                           lifespan="on", backlog=backlog))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", backlog=backlog
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

@@ -9,18 +9,41 @@ import pytest
 
 from opencomposer.redact import MASK, Redactor, StreamRedactor, looks_like_credential
 
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx4bT7yQ9vLmZ2w3Rk5sJ\n"
-       "Qm8Zr1pX4tY7uV0wN2bC5dE8fG==\n-----END RSA PRIVATE KEY-----")
-SECRETS = ["hunter2-very-secret", "hunter2-very", "pa ss word 123", 'q"uo\\te-secret',
-           "multi\nline-secret-9", "émoji-clé-secrète"]
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx4bT7yQ9vLmZ2w3Rk5sJ\n"
+    "Qm8Zr1pX4tY7uV0wN2bC5dE8fG==\n-----END RSA PRIVATE KEY-----"
+)
+SECRETS = [
+    "hunter2-very-secret",
+    "hunter2-very",
+    "pa ss word 123",
+    'q"uo\\te-secret',
+    "multi\nline-secret-9",
+    "émoji-clé-secrète",
+]
 # Text that makes every rule of the stream matter: known values (one a prefix of another,
 # one with spaces, quotes, a newline), each credential shape, and a masked value that gives
 # a following `Bearer` the word boundary it lacked.
-PIECES = [*SECRETS, "Bearer abcdefgh.ijkl-mnop", "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1",
-          PEM, "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB unterminated", "AKIA" + "Q" * 16,
-          "postgres://app:s3cr3tpass@db/x", "ghp_" + "a1" * 18, "eyJhbGciOiJIUzI1"
-          ".eyJzdWIiOiIxMjM0NTY3.SflKxwRJSMeKKF2QT4f", "hunter2-very-secretBearer abcdefghijk",
-          "plain words", " ", "\n", "x", "-", ":", "://", "@"]
+PIECES = [
+    *SECRETS,
+    "Bearer abcdefgh.ijkl-mnop",
+    "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1",
+    PEM,
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB unterminated",
+    "AKIA" + "Q" * 16,
+    "postgres://app:s3cr3tpass@db/x",
+    "ghp_" + "a1" * 18,
+    "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0NTY3.SflKxwRJSMeKKF2QT4f",
+    "hunter2-very-secretBearer abcdefghijk",
+    "plain words",
+    " ",
+    "\n",
+    "x",
+    "-",
+    ":",
+    "://",
+    "@",
+]
 
 
 def chunks(text: str, cuts: list[int]) -> list[str]:
@@ -49,15 +72,17 @@ def test_credential_shapes_are_masked(text):
 
 def test_a_url_keeps_its_user_and_loses_its_password():
     assert Redactor().redact("git remote: https://bob:tok-123456@github.com/x.git") == (
-        f"git remote: https://bob:{MASK}@github.com/x.git")
+        f"git remote: https://bob:{MASK}@github.com/x.git"
+    )
 
 
 def test_short_values_and_ordinary_text_are_left_alone():
     redactor = Redactor(["abc", None, ""])
-    text = ("abc is short; sk- alone is fine; see https://example.com/a:b@c and "
-            "print('-----BEGIN RSA PRIVATE KEY-----')")
-    assert redactor.redact(text) == text.replace(
-        "-----BEGIN RSA PRIVATE KEY-----", MASK)
+    text = (
+        "abc is short; sk- alone is fine; see https://example.com/a:b@c and "
+        "print('-----BEGIN RSA PRIVATE KEY-----')"
+    )
+    assert redactor.redact(text) == text.replace("-----BEGIN RSA PRIVATE KEY-----", MASK)
 
 
 def test_a_secret_is_masked_as_json_writes_it_too():
@@ -84,10 +109,12 @@ def test_redact_data_masks_keys_values_and_models_and_keeps_clean_ones():
     from opencomposer.agent.protocol.items import CommandExecutionItem
 
     redactor = Redactor(["hunter2-very-secret"])
-    assert redactor.redact_data({"hunter2-very-secret": ["a", ("hunter2-very-secret", 1)]}) \
-        == {MASK: ["a", [MASK, 1]]}
-    item = CommandExecutionItem(id="i", turn_id="t", call_id="c", tool="run_command",
-                                command="echo hunter2-very-secret")
+    assert redactor.redact_data({"hunter2-very-secret": ["a", ("hunter2-very-secret", 1)]}) == {
+        MASK: ["a", [MASK, 1]]
+    }
+    item = CommandExecutionItem(
+        id="i", turn_id="t", call_id="c", tool="run_command", command="echo hunter2-very-secret"
+    )
     assert redactor.redact_data(item).command == f"echo {MASK}"
     clean = item.model_copy(update={"command": "ls"})
     assert redactor.redact_data(clean) is clean
@@ -104,8 +131,9 @@ def test_a_stream_cut_anywhere_joins_to_the_redacted_whole(seed):
         text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 6)))
         whole = redactor.redact(text)
         splits = [[i] for i in range(1, len(text))]
-        splits += [sorted(rng.sample(range(1, len(text)), min(len(text) - 1, 9)))
-                   for _ in range(10)]
+        splits += [
+            sorted(rng.sample(range(1, len(text)), min(len(text) - 1, 9))) for _ in range(10)
+        ]
         splits.append(list(range(1, len(text))))
         for cuts in splits:
             assert "".join(streamed(redactor, chunks(text, cuts))) == whole, (text, cuts)
@@ -121,10 +149,16 @@ def test_a_stream_holds_back_only_what_may_still_become_a_secret():
     assert stream.push("abcdefghijkl then") == f"Bearer {MASK} "
     assert stream.flush() == "then"
     # A private key is held whole until its END line, then goes out as one mask.
-    head, body, end = PEM.partition("\n")[0], "\nMIIEowIBAAKCAQEAx4bT7yQ9vLmZ2w3Rk5sJ\n", \
-        "-----END RSA PRIVATE KEY-----"
+    head, body, end = (
+        PEM.partition("\n")[0],
+        "\nMIIEowIBAAKCAQEAx4bT7yQ9vLmZ2w3Rk5sJ\n",
+        "-----END RSA PRIVATE KEY-----",
+    )
     assert [stream.push(head), stream.push(body), stream.push(end + "\nok ")] == [
-        "", "", f"{MASK}\nok "]
+        "",
+        "",
+        f"{MASK}\nok ",
+    ]
 
 
 def test_what_a_stream_holds_is_bounded():

@@ -27,33 +27,50 @@ CURSOR = (5, len("    return "))
 """Line and character of the completion request (ASCII: the same in every encoding)."""
 
 SCRIPT = [
-    {"text": "", "calls": [["edit_file", {"path": "calc.py", "old_string": "return a - b",
-                                          "new_string": "return a + b"}]]},
+    {
+        "text": "",
+        "calls": [
+            [
+                "edit_file",
+                {"path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"},
+            ]
+        ],
+    },
     {"text": "add now adds."},
     {"text": "a * b"},  # the inline completion
 ]
 
 
 def test_agent_turn_and_inline_completion_through_neovim(tmp_path: Path) -> None:
-    result = run_driver(DRIVER, tmp_path, source=SOURCE, script=SCRIPT, job={
-        "request": "Fix add: it should add.", "completion_position": list(CURSOR)},
-        timeout=PROCESS_TIMEOUT)
+    result = run_driver(
+        DRIVER,
+        tmp_path,
+        source=SOURCE,
+        script=SCRIPT,
+        job={"request": "Fix add: it should add.", "completion_position": list(CURSOR)},
+        timeout=PROCESS_TIMEOUT,
+    )
     assert result["stopped"] is True  # the driver got to the end: the server stopped
 
     # Every event of the thread, in order, without gap or repeat; the edit waited for the
     # editor's approval. Deltas are left out of the comparison: their number is the stream's.
     events = result["events"]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert [{k: v for k, v in e.items() if k != "seq"} for e in events
-            if e["type"] != "item.delta"] == [
+    assert [
+        {k: v for k, v in e.items() if k != "seq"} for e in events if e["type"] != "item.delta"
+    ] == [
         {"type": "thread.started"},
         {"type": "turn.started", "status": "in_progress"},
         {"type": "item.started", "item": "user_message", "status": "in_progress"},
         {"type": "item.completed", "item": "user_message", "status": "completed"},
         {"type": "item.started", "item": "file_change", "status": "in_progress"},
         {"type": "item.started", "item": "approval_request", "status": "in_progress"},
-        {"type": "item.completed", "item": "approval_request", "status": "completed",
-         "decision": "approve"},
+        {
+            "type": "item.completed",
+            "item": "approval_request",
+            "status": "completed",
+            "decision": "approve",
+        },
         {"type": "item.completed", "item": "file_change", "status": "completed"},
         {"type": "item.started", "item": "agent_message", "status": "in_progress"},
         {"type": "item.completed", "item": "agent_message", "status": "completed"},
@@ -74,7 +91,10 @@ def test_agent_turn_and_inline_completion_through_neovim(tmp_path: Path) -> None
     assert item == {
         "insertText": "a * b",
         "range": {"start": cursor, "end": cursor},
-        "command": {"title": "accepted", "command": "opencomposer.completion.accepted",
-                    "arguments": item["command"]["arguments"]},
+        "command": {
+            "title": "accepted",
+            "command": "opencomposer.completion.accepted",
+            "arguments": item["command"]["arguments"],
+        },
     }
     assert len(item["command"]["arguments"]) == 1

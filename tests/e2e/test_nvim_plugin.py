@@ -27,8 +27,10 @@ SOURCE = "x = 1\ny = 2\nprint(x)\n"
 
 AGENT_SCRIPT = [
     # :OpenComposer ask change x
-    {"text": "", "calls": [["edit_file", {"path": "calc.py", "old_string": "x = 1",
-                                          "new_string": "x = 2"}]]},
+    {
+        "text": "",
+        "calls": [["edit_file", {"path": "calc.py", "old_string": "x = 1", "new_string": "x = 2"}]],
+    },
     {"text": "x is 2 now."},
     # :OpenComposer fix
     {"reasoning": "y is assigned\nbut never read.", "text": "Removed nothing; y is fine."},
@@ -41,20 +43,29 @@ AGENT_SCRIPT = [
 ]
 
 
-EDITED_CONTEXT = ["context:", "  <environment>", "  Recently edited files: calc.py",
-                  "  </environment>"]
+EDITED_CONTEXT = [
+    "context:",
+    "  <environment>",
+    "  Recently edited files: calc.py",
+    "  </environment>",
+]
 """What the server adds to each request after the first turn's edit, in a closed fold."""
 
 
 def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
     # A thread of another project in the same store: `threads` lists this root's only.
     store = TraceStore(tmp_path / "opencomposer" / "traces.db")
-    store.create_thread(Thread(id="elsewhere", workspace=str(tmp_path / "other"),
-                               title="another project"), "")
+    store.create_thread(
+        Thread(id="elsewhere", workspace=str(tmp_path / "other"), title="another project"), ""
+    )
     store.close()
 
-    result = _run_nvim(tmp_path, "agent", AGENT_SCRIPT, {
-        "request": "change x", "select": {"opencomposer.approval": "Approve"}})
+    result = _run_nvim(
+        tmp_path,
+        "agent",
+        AGENT_SCRIPT,
+        {"request": "change x", "select": {"opencomposer.approval": "Approve"}},
+    )
     ask = result["ask"]
 
     # The approval was asked through vim.ui.select, with the four answers.
@@ -116,8 +127,8 @@ def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
     fix = result["fix"]
     assert fix["current"] is True
     chat = result["threads"]["chat"]
-    assert fix["chat"][:len(chat)] == chat
-    assert _masked(fix["chat"][len(chat):]) == [
+    assert fix["chat"][: len(chat)] == chat
+    assert _masked(fix["chat"][len(chat) :]) == [
         "",
         "▌You",
         "Fix this problem in calc.py:",
@@ -138,13 +149,14 @@ def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
     ]
     assert fix["folded"] == [
         {"line": line, "level": 1, "closed": True}
-        for line in [*EDITED_CONTEXT[1:], "  y is assigned", "  but never read."]]
+        for line in [*EDITED_CONTEXT[1:], "  y is assigned", "  but never read."]
+    ]
 
     # :1,2OpenComposer explain asked about those lines, :1OpenComposer tests for tests of
     # line 1, both in the same thread.
     explain = result["explain"]
-    assert explain["chat"][:len(fix["chat"])] == fix["chat"]
-    assert _masked(explain["chat"][len(fix["chat"]):]) == [
+    assert explain["chat"][: len(fix["chat"])] == fix["chat"]
+    assert _masked(explain["chat"][len(fix["chat"]) :]) == [
         "",
         "▌You",
         "Explain what this code in calc.py does, how it fits into the project, and anything "
@@ -158,8 +170,8 @@ def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
         "── completed (answered) · N model calls, N tokens ──",
     ]
     tests = result["tests"]
-    assert tests["chat"][:len(explain["chat"])] == explain["chat"]
-    assert _masked(tests["chat"][len(explain["chat"]):]) == [
+    assert tests["chat"][: len(explain["chat"])] == explain["chat"]
+    assert _masked(tests["chat"][len(explain["chat"]) :]) == [
         "",
         "▌You",
         "Write tests for this code in calc.py, in the project's existing test style and "
@@ -179,10 +191,11 @@ def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
     assert stop["status"] == "interrupted"
     [refused] = stop["undo"]
     assert refused["level"] == "WARN"
-    assert re.fullmatch(r"opencomposer: undo: turn \S+ is running; interrupt it before undoing",
-                        refused["message"])
-    assert stop["chat"][:len(tests["chat"])] == tests["chat"]
-    assert stop["chat"][len(tests["chat"]):] == [
+    assert re.fullmatch(
+        r"opencomposer: undo: turn \S+ is running; interrupt it before undoing", refused["message"]
+    )
+    assert stop["chat"][: len(tests["chat"])] == tests["chat"]
+    assert stop["chat"][len(tests["chat"]) :] == [
         "",
         "▌You",
         "take your time",
@@ -206,8 +219,13 @@ COMPLETION_SCRIPT = [{"text": "x * 2"}]
 
 def test_inline_completion_is_ghost_text_until_accepted(tmp_path: Path) -> None:
     source = "def double(x):\n    return \n"
-    result = _run_nvim(tmp_path, "completion", COMPLETION_SCRIPT, {
-        "cursor": [2, 0], "accept_key": "<C-l>"}, source=source)
+    result = _run_nvim(
+        tmp_path,
+        "completion",
+        COMPLETION_SCRIPT,
+        {"cursor": [2, 0], "accept_key": "<C-l>"},
+        source=source,
+    )
 
     # Shown after the cursor as inline virtual text, in insert mode, the buffer untouched.
     assert result["ghost"] == {
@@ -225,19 +243,32 @@ def test_inline_completion_is_ghost_text_until_accepted(tmp_path: Path) -> None:
     }
     # The server recorded that the completion was shown, then accepted.
     with sqlite3.connect(tmp_path / "opencomposer" / "traces.db") as db:
-        rows = db.execute("SELECT c.id, c.text, e.kind FROM completion_events e "
-                          "JOIN completions c ON c.id = e.completion_id ORDER BY e.id").fetchall()
+        rows = db.execute(
+            "SELECT c.id, c.text, e.kind FROM completion_events e "
+            "JOIN completions c ON c.id = e.completion_id ORDER BY e.id"
+        ).fetchall()
     first = rows[0][0]
     assert [(text, kind) for id_, text, kind in rows if id_ == first] == [
-        ("x * 2", "shown"), ("x * 2", "accepted")]
+        ("x * 2", "shown"),
+        ("x * 2", "accepted"),
+    ]
 
 
 def test_help_file_has_tags(tmp_path: Path) -> None:
     plugin = tmp_path / "nvim"
     shutil.copytree(PLUGIN / "doc", plugin / "doc")  # :helptags writes doc/tags
-    tags = ["opencomposer", "opencomposer-setup", ":OpenComposer", ":OpenComposer-undo",
-            ":OpenComposer-tests", "opencomposer-approvals", "opencomposer-edits",
-            "opencomposer-completion", "opencomposer-chat", "opencomposer.setup()"]
+    tags = [
+        "opencomposer",
+        "opencomposer-setup",
+        ":OpenComposer",
+        ":OpenComposer-undo",
+        ":OpenComposer-tests",
+        "opencomposer-approvals",
+        "opencomposer-edits",
+        "opencomposer-completion",
+        "opencomposer-chat",
+        "opencomposer.setup()",
+    ]
     result = _run_nvim(tmp_path, "help", [], {"tags": tags}, plugin=plugin)
     assert result["helptags"] == "ok"
     assert result["help"] == dict.fromkeys(tags, "opencomposer.txt")
@@ -245,13 +276,31 @@ def test_help_file_has_tags(tmp_path: Path) -> None:
 
 def _masked(lines: list[str]) -> list[str]:
     """Lines with the numbers that vary from run to run (durations, token counts) as N."""
-    return [re.sub(r"\d+ model calls, \d+ tokens", "N model calls, N tokens",
-                   re.sub(r"\d+ ms\)", "N ms)", line)) for line in lines]
+    return [
+        re.sub(
+            r"\d+ model calls, \d+ tokens",
+            "N model calls, N tokens",
+            re.sub(r"\d+ ms\)", "N ms)", line),
+        )
+        for line in lines
+    ]
 
 
-def _run_nvim(tmp_path: Path, scenario: str, script: list[dict[str, Any]],
-              job: dict[str, Any], *, source: str = SOURCE,
-              plugin: Path = PLUGIN) -> dict[str, Any]:
-    return run_driver(DRIVER, tmp_path, source=source, script=script,
-                      job={"scenario": scenario, "plugin": str(plugin), **job},
-                      timeout=PROCESS_TIMEOUT, nvim_args=["-u", "NONE"])
+def _run_nvim(
+    tmp_path: Path,
+    scenario: str,
+    script: list[dict[str, Any]],
+    job: dict[str, Any],
+    *,
+    source: str = SOURCE,
+    plugin: Path = PLUGIN,
+) -> dict[str, Any]:
+    return run_driver(
+        DRIVER,
+        tmp_path,
+        source=source,
+        script=script,
+        job={"scenario": scenario, "plugin": str(plugin), **job},
+        timeout=PROCESS_TIMEOUT,
+        nvim_args=["-u", "NONE"],
+    )

@@ -18,17 +18,27 @@ from torch import Tensor
 from opencomposer.kernels.moe import grouped_gemm, moe_experts, permute, route_grouped_topk
 
 
-def route_naive(logits: Tensor, *, top_k: int, n_group: int, topk_group: int,
-                bias: Tensor | None, scoring: str, norm: bool, scale: float
-                ) -> tuple[Tensor, Tensor]:
+def route_naive(
+    logits: Tensor,
+    *,
+    top_k: int,
+    n_group: int,
+    topk_group: int,
+    bias: Tensor | None,
+    scoring: str,
+    norm: bool,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
     """DeepSeek-V3's routing, one token at a time, in plain Python."""
     weights, ids = [], []
     for row in logits.float():
         scores = row.sigmoid() if scoring == "sigmoid" else row.softmax(-1)
         biased = scores if bias is None else scores + bias
         size = len(row) // n_group
-        group_score = [sum(sorted(biased[g * size:(g + 1) * size].tolist(), reverse=True)[:2])
-                       for g in range(n_group)]
+        group_score = [
+            sum(sorted(biased[g * size : (g + 1) * size].tolist(), reverse=True)[:2])
+            for g in range(n_group)
+        ]
         kept = sorted(range(n_group), key=lambda g: -group_score[g])[:topk_group]
         eligible = [e for g in kept for e in range(g * size, (g + 1) * size)]
         chosen = sorted(eligible, key=lambda e: -biased[e].item())[:top_k]
@@ -46,8 +56,9 @@ def by_id(weights: Tensor, ids: Tensor) -> tuple[Tensor, Tensor]:
     return weights.gather(1, order), sorted_ids
 
 
-def moe_experts_naive(x: Tensor, ids: Tensor, weights: Tensor, w_gate: Tensor, w_up: Tensor,
-                      w_down: Tensor) -> Tensor:
+def moe_experts_naive(
+    x: Tensor, ids: Tensor, weights: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor
+) -> Tensor:
     out = torch.zeros_like(x, dtype=torch.float32)
     for t in range(x.shape[0]):
         for e, w in zip(ids[t].tolist(), weights[t].float(), strict=True):
@@ -67,38 +78,68 @@ ROUTING_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("tokens", "experts", "top_k", "n_group", "topk_group", "scoring",
-                          "norm"), ROUTING_CASES)
+@pytest.mark.parametrize(
+    ("tokens", "experts", "top_k", "n_group", "topk_group", "scoring", "norm"), ROUTING_CASES
+)
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_routing_matches_per_token_formula(tokens: int, experts: int, top_k: int, n_group: int,
-                                           topk_group: int, scoring: str, norm: bool,
-                                           with_bias: bool) -> None:
+def test_routing_matches_per_token_formula(
+    tokens: int,
+    experts: int,
+    top_k: int,
+    n_group: int,
+    topk_group: int,
+    scoring: str,
+    norm: bool,
+    with_bias: bool,
+) -> None:
     gen = torch.Generator().manual_seed(tokens * experts + top_k)
     logits = torch.randn(tokens, experts, generator=gen)
     bias = torch.randn(experts, generator=gen) * 0.5 if with_bias else None
     weights, ids = route_grouped_topk(
-        logits, top_k=top_k, n_group=n_group, topk_group=topk_group, correction_bias=bias,
-        scoring=scoring, norm_topk_prob=norm, routed_scaling_factor=2.5)
+        logits,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        correction_bias=bias,
+        scoring=scoring,
+        norm_topk_prob=norm,
+        routed_scaling_factor=2.5,
+    )
     assert weights.dtype == torch.float32 and ids.dtype == torch.int64
     assert weights.shape == ids.shape == (tokens, top_k)
-    expected = route_naive(logits, top_k=top_k, n_group=n_group, topk_group=topk_group,
-                           bias=bias, scoring=scoring, norm=norm, scale=2.5)
+    expected = route_naive(
+        logits,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        bias=bias,
+        scoring=scoring,
+        norm=norm,
+        scale=2.5,
+    )
     got_w, got_ids = by_id(weights, ids)
     want_w, want_ids = by_id(*expected)
     assert torch.equal(got_ids, want_ids)
     torch.testing.assert_close(got_w, want_w, atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize(("experts", "top_k", "n_group", "topk_group"),
-                         [(8, 2, 4, 2), (16, 4, 1, 1), (32, 8, 8, 4)])
-def test_routing_matches_transformers_router(experts: int, top_k: int, n_group: int,
-                                             topk_group: int) -> None:
+@pytest.mark.parametrize(
+    ("experts", "top_k", "n_group", "topk_group"), [(8, 2, 4, 2), (16, 4, 1, 1), (32, 8, 8, 4)]
+)
+def test_routing_matches_transformers_router(
+    experts: int, top_k: int, n_group: int, topk_group: int
+) -> None:
     transformers = pytest.importorskip("transformers")
     hf_dsv3 = pytest.importorskip("transformers.models.deepseek_v3.modeling_deepseek_v3")
 
     config = transformers.DeepseekV3Config(
-        hidden_size=24, n_routed_experts=experts, num_experts_per_tok=top_k, n_group=n_group,
-        topk_group=topk_group, routed_scaling_factor=2.827)
+        hidden_size=24,
+        n_routed_experts=experts,
+        num_experts_per_tok=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        routed_scaling_factor=2.827,
+    )
     router = hf_dsv3.DeepseekV3TopkRouter(config)
     gen = torch.Generator().manual_seed(experts)
     with torch.no_grad():
@@ -107,18 +148,31 @@ def test_routing_matches_transformers_router(experts: int, top_k: int, n_group: 
     hidden = torch.randn(37, 24, generator=gen)
     logits, want_w, want_ids = router(hidden)
     weights, ids = route_grouped_topk(
-        logits, top_k=top_k, n_group=n_group, topk_group=topk_group,
-        correction_bias=router.e_score_correction_bias, scoring="sigmoid", norm_topk_prob=True,
-        routed_scaling_factor=2.827)
+        logits,
+        top_k=top_k,
+        n_group=n_group,
+        topk_group=topk_group,
+        correction_bias=router.e_score_correction_bias,
+        scoring="sigmoid",
+        norm_topk_prob=True,
+        routed_scaling_factor=2.827,
+    )
     assert torch.equal(ids, want_ids)
     assert torch.equal(weights, want_w)
 
 
 def test_routing_rejects_uneven_groups() -> None:
     with pytest.raises(ValueError, match="groups"):
-        route_grouped_topk(torch.zeros(2, 10), top_k=2, n_group=4, topk_group=2,
-                           correction_bias=None, scoring="sigmoid", norm_topk_prob=True,
-                           routed_scaling_factor=1.0)
+        route_grouped_topk(
+            torch.zeros(2, 10),
+            top_k=2,
+            n_group=4,
+            topk_group=2,
+            correction_bias=None,
+            scoring="sigmoid",
+            norm_topk_prob=True,
+            routed_scaling_factor=1.0,
+        )
 
 
 def test_permute_groups_slots_by_expert() -> None:
@@ -137,8 +191,9 @@ def test_grouped_gemm_runs_each_expert_on_its_rows() -> None:
     torch.testing.assert_close(grouped_gemm(x, w, counts), expected)
 
 
-def random_experts(tokens: int, d: int, f: int, experts: int, top_k: int, seed: int
-                   ) -> tuple[Tensor, ...]:
+def random_experts(
+    tokens: int, d: int, f: int, experts: int, top_k: int, seed: int
+) -> tuple[Tensor, ...]:
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(tokens, d, generator=gen)
     ids = torch.stack([torch.randperm(experts, generator=gen)[:top_k] for _ in range(tokens)])
@@ -149,15 +204,19 @@ def random_experts(tokens: int, d: int, f: int, experts: int, top_k: int, seed: 
     return x, ids, weights, w_gate, w_up, w_down
 
 
-@pytest.mark.parametrize(("tokens", "d", "f", "experts", "top_k"), [
-    pytest.param(16, 64, 32, 8, 2, id="typical"),
-    pytest.param(1, 64, 32, 8, 2, id="one-token"),
-    pytest.param(13, 24, 40, 5, 1, id="top1-odd-shapes"),
-    pytest.param(3, 17, 9, 32, 4, id="mostly-empty-experts"),
-    pytest.param(7, 8, 8, 8, 8, id="every-expert"),
-])
-def test_moe_experts_matches_per_token_loop(tokens: int, d: int, f: int, experts: int,
-                                            top_k: int) -> None:
+@pytest.mark.parametrize(
+    ("tokens", "d", "f", "experts", "top_k"),
+    [
+        pytest.param(16, 64, 32, 8, 2, id="typical"),
+        pytest.param(1, 64, 32, 8, 2, id="one-token"),
+        pytest.param(13, 24, 40, 5, 1, id="top1-odd-shapes"),
+        pytest.param(3, 17, 9, 32, 4, id="mostly-empty-experts"),
+        pytest.param(7, 8, 8, 8, 8, id="every-expert"),
+    ],
+)
+def test_moe_experts_matches_per_token_loop(
+    tokens: int, d: int, f: int, experts: int, top_k: int
+) -> None:
     args = random_experts(tokens, d, f, experts, top_k, seed=tokens + d)
     torch.testing.assert_close(moe_experts(*args), moe_experts_naive(*args), atol=1e-5, rtol=1e-5)
 

@@ -31,18 +31,20 @@ def workspace(tmp_path: Path) -> Path:
 async def launch(tmp_path: Path, workspace: Path) -> AsyncIterator[Launch]:
     """Start a server and initialize a client against it: `await launch(profile, ...)`.
 
-    `speaks_protocol`: the client declares `capabilities.experimental.opencomposer` (it
-    renders events and answers `opencomposer/approval/request`); `env`: settings for the server, as
-    OPENCOMPOSER_* variables. Servers are shut down after the test, which fails if anything went
-wrong on the client's side."""
+        `speaks_protocol`: the client declares `capabilities.experimental.opencomposer` (it
+        renders events and answers `opencomposer/approval/request`); `env`: settings for the server,
+        as OPENCOMPOSER_* variables. Servers are shut down after the test, which fails if anything
+    went wrong on the client's side."""
     editors: list[Editor] = []
 
-    async def start(profile: str = "neovim", *, speaks_protocol: bool = True,
-                    env: dict[str, str] | None = None) -> Editor:
+    async def start(
+        profile: str = "neovim", *, speaks_protocol: bool = True, env: dict[str, str] | None = None
+    ) -> Editor:
         script = tmp_path / f"script-{len(editors)}.json"
         # Neovim reports an applied edit after answering it (its didChange is debounced).
-        editor = Editor(make_test_lsp_client(), workspace, script,
-                        change_before_answer=profile != "neovim")
+        editor = Editor(
+            make_test_lsp_client(), workspace, script, change_before_answer=profile != "neovim"
+        )
         editor.serve()
         # The environment of the test (isolated HOME, no OPENCOMPOSER_* of the developer's).
         server_env = {**os.environ, "OPENCOMPOSER_HOME": str(tmp_path / "data"), **(env or {})}
@@ -52,9 +54,13 @@ wrong on the client's side."""
         capabilities = client_capabilities(profile)
         if speaks_protocol:
             capabilities.experimental = {"opencomposer": {}}  # an empty object declares it
-        result = await editor.client.initialize_session(lsp.InitializeParams(
-            capabilities=capabilities, root_uri=workspace.as_uri(),
-            workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="project")]))
+        result = await editor.client.initialize_session(
+            lsp.InitializeParams(
+                capabilities=capabilities,
+                root_uri=workspace.as_uri(),
+                workspace_folders=[lsp.WorkspaceFolder(uri=workspace.as_uri(), name="project")],
+            )
+        )
         editor.initialize_result = result
         editor.encoding = result.capabilities.position_encoding or lsp.PositionEncodingKind.Utf16
         return editor

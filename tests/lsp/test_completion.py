@@ -43,23 +43,35 @@ ROOT = Path("/w")
 T = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def document(marked: str, *, path: str = "/w/src/a.py", language: str = "python",
-             encoding: PositionEncodingKind = PositionEncodingKind.Utf16,
-             ) -> tuple[TextDocument, Position]:
+def document(
+    marked: str,
+    *,
+    path: str = "/w/src/a.py",
+    language: str = "python",
+    encoding: PositionEncodingKind = PositionEncodingKind.Utf16,
+) -> tuple[TextDocument, Position]:
     """A document from text with a caret, and the caret's position in `encoding` units
     (counted here from the encoded text, independently of pygls)."""
     before, _, after = marked.partition(CARET)
-    column = before[before.rfind("\n") + 1:]
-    units = {PositionEncodingKind.Utf8: len(column.encode("utf-8")),
-             PositionEncodingKind.Utf16: len(column.encode("utf-16-le")) // 2,
-             PositionEncodingKind.Utf32: len(column)}[encoding]
-    doc = TextDocument(f"file://{path}", before + after, version=1, language_id=language,
-                       position_codec=PositionCodec(encoding))
+    column = before[before.rfind("\n") + 1 :]
+    units = {
+        PositionEncodingKind.Utf8: len(column.encode("utf-8")),
+        PositionEncodingKind.Utf16: len(column.encode("utf-16-le")) // 2,
+        PositionEncodingKind.Utf32: len(column),
+    }[encoding]
+    doc = TextDocument(
+        f"file://{path}",
+        before + after,
+        version=1,
+        language_id=language,
+        position_codec=PositionCodec(encoding),
+    )
     return doc, Position(line=before.count("\n"), character=units)
 
 
-def completer(*replies: Reply, store: TraceStore | None = None,
-              **settings: object) -> tuple[InlineCompleter, ScriptedEngine]:
+def completer(
+    *replies: Reply, store: TraceStore | None = None, **settings: object
+) -> tuple[InlineCompleter, ScriptedEngine]:
     engine = ScriptedEngine(list(replies))
     options = CompletionSettings.model_validate({"debounce_ms": 0, **settings})
     return InlineCompleter(engine, options, store), engine
@@ -71,36 +83,47 @@ async def complete_text(marked: str, reply: str) -> str | None:
     return None if proposal is None else proposal.text
 
 
-@pytest.mark.parametrize("encoding", [PositionEncodingKind.Utf16, PositionEncodingKind.Utf8,
-                                      PositionEncodingKind.Utf32])
+@pytest.mark.parametrize(
+    "encoding", [PositionEncodingKind.Utf16, PositionEncodingKind.Utf8, PositionEncodingKind.Utf32]
+)
 async def test_prompt_is_cut_at_the_cursor_after_wide_characters(encoding):
-    doc, position = document(f"first = 1\ns = '😀中文𝄞é' + {CARET}f(x)\nlast = 2\n",
-                             encoding=encoding)
+    doc, position = document(
+        f"first = 1\ns = '😀中文𝄞é' + {CARET}f(x)\nlast = 2\n", encoding=encoding
+    )
     inline, engine = completer(Reply(text="g"))
 
     proposal = await inline.complete(doc, position)
 
-    assert engine.requests[0].prompt == TextPrompt(prefix="first = 1\ns = '😀中文𝄞é' + ",
-                                                   suffix="f(x)\nlast = 2\n")
-    assert engine.requests[0].sampling == SamplingParams(max_tokens=64, temperature=0.0,
-                                                         stop=["\n"])
+    assert engine.requests[0].prompt == TextPrompt(
+        prefix="first = 1\ns = '😀中文𝄞é' + ", suffix="f(x)\nlast = 2\n"
+    )
+    assert engine.requests[0].sampling == SamplingParams(
+        max_tokens=64, temperature=0.0, stop=["\n"]
+    )
     assert engine.requests[0].model is None
-    assert proposal == Proposal(id=proposal.id, text="g", range=Range(position, position),
-                                uri="file:///w/src/a.py", model="scripted-model",
-                                multiline=False)
+    assert proposal == Proposal(
+        id=proposal.id,
+        text="g",
+        range=Range(position, position),
+        uri="file:///w/src/a.py",
+        model="scripted-model",
+        multiline=False,
+    )
 
 
 async def test_prefix_and_suffix_budgets_end_at_whole_lines():
     lines = [f"line{n:02} = {n:06}\n" for n in range(30)]  # 16 characters each
-    doc, position = document("".join(lines[:15]) + "line" + CARET + lines[15][4:]
-                             + "".join(lines[16:]))
+    doc, position = document(
+        "".join(lines[:15]) + "line" + CARET + lines[15][4:] + "".join(lines[16:])
+    )
     inline, engine = completer(Reply(text="x"), prefix_chars=100, suffix_chars=40)
 
     await inline.complete(doc, position)
 
     # 100 characters back is exactly the start of line 9; 40 forward is inside line 17.
-    assert engine.requests[0].prompt == TextPrompt(prefix="".join(lines[9:15]) + "line",
-                                                   suffix=lines[15][4:] + lines[16])
+    assert engine.requests[0].prompt == TextPrompt(
+        prefix="".join(lines[9:15]) + "line", suffix=lines[15][4:] + lines[16]
+    )
 
 
 async def test_code_after_the_cursor_makes_a_one_line_completion():
@@ -114,18 +137,25 @@ async def test_code_after_the_cursor_makes_a_one_line_completion():
     assert engine.closed_mid_stream == 1  # the newline ended it: the engine was stopped
 
 
-@pytest.mark.parametrize(("marked", "reply", "expected"), [
-    # A blank line, then the next statement at the cursor's level.
-    (f"def f(a):\n    {CARET}\n\nprint(f(1))\n",
-     "total = a + 1\n    return total\n\ndef g():\n    pass\n",
-     "total = a + 1\n    return total"),
-    # A line indented less than the cursor's leaves the block.
-    (f"def f(a):\n    {CARET}\n", "return a\nprint(2)\n", "return a"),
-    # At the top level, a block after the cursor's line belongs to the completion.
-    (f"import os\n{CARET}",
-     "\ndef main():\n    return os.getcwd()\n\n    \nmain()\n",
-     "\ndef main():\n    return os.getcwd()"),
-])
+@pytest.mark.parametrize(
+    ("marked", "reply", "expected"),
+    [
+        # A blank line, then the next statement at the cursor's level.
+        (
+            f"def f(a):\n    {CARET}\n\nprint(f(1))\n",
+            "total = a + 1\n    return total\n\ndef g():\n    pass\n",
+            "total = a + 1\n    return total",
+        ),
+        # A line indented less than the cursor's leaves the block.
+        (f"def f(a):\n    {CARET}\n", "return a\nprint(2)\n", "return a"),
+        # At the top level, a block after the cursor's line belongs to the completion.
+        (
+            f"import os\n{CARET}",
+            "\ndef main():\n    return os.getcwd()\n\n    \nmain()\n",
+            "\ndef main():\n    return os.getcwd()",
+        ),
+    ],
+)
 async def test_an_empty_rest_of_line_makes_a_block_completion(marked, reply, expected):
     doc, position = document(marked)
     inline, engine = completer(Reply(text=reply))
@@ -137,19 +167,25 @@ async def test_an_empty_rest_of_line_makes_a_block_completion(marked, reply, exp
     assert engine.closed_mid_stream == 1
 
 
-@pytest.mark.parametrize(("marked", "reply", "expected"), [
-    (f"x = foo({CARET})\n", "a)", "a"),
-    (f"x = foo({CARET})\n", "a)  \t", "a"),
-    (f"x = [1, {CARET}]\n", "2, 3]", "2, 3"),
-    # A model without fill-in-the-middle writes on past the gap: the suffix's line is cut.
-    (f"def f():\n    {CARET}\n    return x\n", "x = 1\n    return x\n", "x = 1"),
-    # An inner closing brace is not the suffix's (its indentation differs).
-    (f"fn f() {{\n    {CARET}\n}}\n", "if x {\n        y();\n    }\n}\n",
-     "if x {\n        y();\n    }"),
-    (f"x = foo({CARET})\n", ")", None),
-    (f"x = foo({CARET})\n", "  \n", None),
-    (f"x = 1\n{CARET}", "", None),
-])
+@pytest.mark.parametrize(
+    ("marked", "reply", "expected"),
+    [
+        (f"x = foo({CARET})\n", "a)", "a"),
+        (f"x = foo({CARET})\n", "a)  \t", "a"),
+        (f"x = [1, {CARET}]\n", "2, 3]", "2, 3"),
+        # A model without fill-in-the-middle writes on past the gap: the suffix's line is cut.
+        (f"def f():\n    {CARET}\n    return x\n", "x = 1\n    return x\n", "x = 1"),
+        # An inner closing brace is not the suffix's (its indentation differs).
+        (
+            f"fn f() {{\n    {CARET}\n}}\n",
+            "if x {\n        y();\n    }\n}\n",
+            "if x {\n        y();\n    }",
+        ),
+        (f"x = foo({CARET})\n", ")", None),
+        (f"x = foo({CARET})\n", "  \n", None),
+        (f"x = 1\n{CARET}", "", None),
+    ],
+)
 async def test_trimming_drops_what_the_suffix_already_has(marked, reply, expected):
     assert await complete_text(marked, reply) == expected
 
@@ -165,7 +201,8 @@ async def test_related_documents_of_the_language_come_first_under_their_paths():
     await inline.complete(doc, position, related=[same, b, js, outside], workspace_root=ROOT)
 
     assert engine.requests[0].prompt.prefix == (
-        "# src/b.py\none = 1\ntwo = 2\n# /elsewhere/d.py\nd = 4\n# src/a.py\nimport b\nb.")
+        "# src/b.py\none = 1\ntwo = 2\n# /elsewhere/d.py\nd = 4\n# src/a.py\nimport b\nb."
+    )
 
 
 async def test_related_documents_fill_their_budget_with_whole_lines():
@@ -197,7 +234,8 @@ async def test_requests_for_different_documents_do_not_cancel_each_other():
 
     results = await asyncio.gather(
         inline.complete(*document(f"a = {CARET}\n", path="/w/a.py")),
-        inline.complete(*document(f"b = {CARET}\n", path="/w/b.py")))
+        inline.complete(*document(f"b = {CARET}\n", path="/w/b.py")),
+    )
 
     assert sorted(p.text for p in results) == ["1", "2"]
 
@@ -239,8 +277,12 @@ async def test_disabled_completion_asks_nothing():
 def at_t(record: CompletionRecord) -> CompletionRecord:
     """The record with its clock readings fixed, to compare whole objects."""
     assert record.duration_ms >= 0
-    return dataclasses.replace(record, at=T, duration_ms=0, events=[
-        dataclasses.replace(event, at=T) for event in record.events])
+    return dataclasses.replace(
+        record,
+        at=T,
+        duration_ms=0,
+        events=[dataclasses.replace(event, at=T) for event in record.events],
+    )
 
 
 async def test_telemetry_is_recorded_and_read_back(tmp_path):
@@ -251,24 +293,40 @@ async def test_telemetry_is_recorded_and_read_back(tmp_path):
     inline.shown(first.id)
     inline.partially_accepted(first.id, 1)
     inline.accepted(first.id)
-    second = await inline.complete(*document(f"y = {CARET}\n", path="/w/b.py"),
-                                   workspace_root=ROOT)
+    second = await inline.complete(*document(f"y = {CARET}\n", path="/w/b.py"), workspace_root=ROOT)
     inline.shown(second.id)
     inline.rejected(second.id)
 
     expected_first = CompletionRecord(
-        id=first.id, path="src/a.py", text="a", prefix_length=8, suffix_length=2,
-        duration_ms=0, workspace="/w", language="python", model="scripted-model", at=T,
-        events=[CompletionEvent("shown", {}, T),
-                CompletionEvent("partially_accepted", {"accepted_length": 1}, T),
-                CompletionEvent("accepted", {}, T)])
+        id=first.id,
+        path="src/a.py",
+        text="a",
+        prefix_length=8,
+        suffix_length=2,
+        duration_ms=0,
+        workspace="/w",
+        language="python",
+        model="scripted-model",
+        at=T,
+        events=[
+            CompletionEvent("shown", {}, T),
+            CompletionEvent("partially_accepted", {"accepted_length": 1}, T),
+            CompletionEvent("accepted", {}, T),
+        ],
+    )
     assert at_t(store.completion(first.id)) == expected_first
     assert [at_t(r) for r in store.completions()] == [
-        dataclasses.replace(expected_first, id=second.id, path="b.py", text="b",
-                            prefix_length=4, suffix_length=1,
-                            events=[CompletionEvent("shown", {}, T),
-                                    CompletionEvent("rejected", {}, T)]),
-        expected_first]
+        dataclasses.replace(
+            expected_first,
+            id=second.id,
+            path="b.py",
+            text="b",
+            prefix_length=4,
+            suffix_length=1,
+            events=[CompletionEvent("shown", {}, T), CompletionEvent("rejected", {}, T)],
+        ),
+        expected_first,
+    ]
     assert [r.id for r in store.completions(limit=1)] == [second.id]
     store.close()
 
@@ -304,13 +362,27 @@ async def test_secrets_are_redacted_in_the_store_only(tmp_path):
 
 def test_lsp_items_insert_the_text_and_report_acceptance():
     cursor = Position(line=1, character=4)
-    proposal = Proposal(id="p1", text="\n    return total", range=Range(cursor, cursor),
-                        uri="file:///w/a.py", model=None, multiline=True)
+    proposal = Proposal(
+        id="p1",
+        text="\n    return total",
+        range=Range(cursor, cursor),
+        uri="file:///w/a.py",
+        model=None,
+        multiline=True,
+    )
     accepted = Command(title="accepted", command=ACCEPTED_COMMAND, arguments=["p1"])
 
-    assert inline_items(proposal) == [InlineCompletionItem(
-        insert_text="\n    return total", range=Range(cursor, cursor), command=accepted)]
-    assert completion_items(proposal) == [CompletionItem(
-        label="return total", kind=CompletionItemKind.Text,
-        text_edit=TextEdit(range=Range(cursor, cursor), new_text="\n    return total"),
-        insert_text_format=InsertTextFormat.PlainText, command=accepted)]
+    assert inline_items(proposal) == [
+        InlineCompletionItem(
+            insert_text="\n    return total", range=Range(cursor, cursor), command=accepted
+        )
+    ]
+    assert completion_items(proposal) == [
+        CompletionItem(
+            label="return total",
+            kind=CompletionItemKind.Text,
+            text_edit=TextEdit(range=Range(cursor, cursor), new_text="\n    return total"),
+            insert_text_format=InsertTextFormat.PlainText,
+            command=accepted,
+        )
+    ]

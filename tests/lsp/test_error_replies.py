@@ -40,6 +40,8 @@ def test_an_internal_error_reaches_the_client_without_its_traceback(tmp_path, ca
 
     [reply] = writer.messages
     assert reply["id"] == 7
-    assert reply["error"] == {"code": lsp.ErrorCodes.InternalError,
-                              "message": "ZeroDivisionError: division by zero in a handler"}
+    assert reply["error"] == {
+        "code": lsp.ErrorCodes.InternalError,
+        "message": "ZeroDivisionError: division by zero in a handler",
+    }
     assert "test_an_internal_error_reaches_the_client" in caplog.text  # the traceback, logged

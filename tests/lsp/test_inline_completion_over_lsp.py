@@ -37,8 +37,9 @@ def accepted(result: lsp.InlineCompletionList | lsp.CompletionList) -> lsp.Comma
     a fresh uuid), as the client structures it (arrays as tuples)."""
     [item] = result.items
     assert item.command is not None and len(item.command.arguments[0]) == 32
-    return lsp.Command(title="accepted", command=ACCEPTED_COMMAND,
-                       arguments=(item.command.arguments[0],))
+    return lsp.Command(
+        title="accepted", command=ACCEPTED_COMMAND, arguments=(item.command.arguments[0],)
+    )
 
 
 def with_inline_completion(encoding: str) -> lsp.ClientCapabilities:
@@ -68,29 +69,41 @@ class Editor:
         path = self.root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(before + after)
-        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-            lsp.TextDocumentItem(uri=path.as_uri(), language_id=language, version=1,
-                                 text=before + after)))
-        line = before[before.rfind("\n") + 1:]
+        self.client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(
+                lsp.TextDocumentItem(
+                    uri=path.as_uri(), language_id=language, version=1, text=before + after
+                )
+            )
+        )
+        line = before[before.rfind("\n") + 1 :]
         return lsp.Position(line=before.count("\n"), character=units(line, self.encoding))
 
     def inline_params(self, relative: str, position: lsp.Position) -> lsp.InlineCompletionParams:
         return lsp.InlineCompletionParams(
             context=lsp.InlineCompletionContext(
-                trigger_kind=lsp.InlineCompletionTriggerKind.Automatic),
+                trigger_kind=lsp.InlineCompletionTriggerKind.Automatic
+            ),
             text_document=lsp.TextDocumentIdentifier(uri=(self.root / relative).as_uri()),
-            position=position)
+            position=position,
+        )
 
     async def inline(self, relative: str, position: lsp.Position) -> lsp.InlineCompletionList:
-        return await asyncio.wait_for(self.client.text_document_inline_completion_async(
-            self.inline_params(relative, position)), WAIT)
+        return await asyncio.wait_for(
+            self.client.text_document_inline_completion_async(
+                self.inline_params(relative, position)
+            ),
+            WAIT,
+        )
 
     def prompts(self) -> list[TextPrompt | None]:
         """The prompt of every request the model got, in order."""
         if not self.requests_log.exists():
             return []
-        return [GenerationRequest.model_validate_json(line).prompt
-                for line in self.requests_log.read_text().splitlines()]
+        return [
+            GenerationRequest.model_validate_json(line).prompt
+            for line in self.requests_log.read_text().splitlines()
+        ]
 
     async def until_asked(self, count: int) -> None:
         """Wait until the model got `count` requests."""
@@ -127,13 +140,30 @@ async def start_editor(tmp_path: Path) -> AsyncIterator[Start]:
         script.write_text(json.dumps(list(replies)))
         home = tmp_path / "data"
         client = make_test_lsp_client()
-        await client.start_io(sys.executable, str(SERVER), str(script), str(requests_log),
-                              env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
-        result = await asyncio.wait_for(client.initialize_session(lsp.InitializeParams(
-            capabilities=capabilities, root_uri=root.resolve().as_uri(),
-            initialization_options={"completion": {"debounce_ms": 0}})), WAIT)
-        editor = Editor(client, root.resolve(), home, requests_log,
-                        result.capabilities.position_encoding or lsp.PositionEncodingKind.Utf16)
+        await client.start_io(
+            sys.executable,
+            str(SERVER),
+            str(script),
+            str(requests_log),
+            env={**os.environ, "OPENCOMPOSER_HOME": str(home)},
+        )
+        result = await asyncio.wait_for(
+            client.initialize_session(
+                lsp.InitializeParams(
+                    capabilities=capabilities,
+                    root_uri=root.resolve().as_uri(),
+                    initialization_options={"completion": {"debounce_ms": 0}},
+                )
+            ),
+            WAIT,
+        )
+        editor = Editor(
+            client,
+            root.resolve(),
+            home,
+            requests_log,
+            result.capabilities.position_encoding or lsp.PositionEncodingKind.Utf16,
+        )
         editors.append(editor)
         return editor
 
@@ -147,43 +177,58 @@ WIDE = f"first = 1\ns = '😀中文𝄞é' + {CARET}f(x)\nlast = 2\n"
 UTF-8 bytes), CJK (one unit, three bytes) and an accent (one unit, two bytes)."""
 
 
-@pytest.mark.parametrize("encoding", [lsp.PositionEncodingKind.Utf16,
-                                      lsp.PositionEncodingKind.Utf8])
-async def test_the_prompt_is_cut_at_the_cursor_in_the_negotiated_encoding(start_editor,
-                                                                          encoding):
+@pytest.mark.parametrize(
+    "encoding", [lsp.PositionEncodingKind.Utf16, lsp.PositionEncodingKind.Utf8]
+)
+async def test_the_prompt_is_cut_at_the_cursor_in_the_negotiated_encoding(start_editor, encoding):
     editor = await start_editor(with_inline_completion(encoding), {"text": "g(y) + "})
     assert editor.encoding == encoding
     position = editor.open("src/app.py", WIDE)
-    assert position.character == {lsp.PositionEncodingKind.Utf16: 16,
-                                  lsp.PositionEncodingKind.Utf8: 25}[encoding]
+    assert (
+        position.character
+        == {lsp.PositionEncodingKind.Utf16: 16, lsp.PositionEncodingKind.Utf8: 25}[encoding]
+    )
 
     result = await editor.inline("src/app.py", position)
 
     command = accepted(result)
     # The model's trailing space is trimmed; the rest of the line stays as it was.
-    assert result == lsp.InlineCompletionList(items=(lsp.InlineCompletionItem(
-        insert_text="g(y) +", range=lsp.Range(start=position, end=position), command=command),))
-    assert editor.prompts() == [TextPrompt(prefix="first = 1\ns = '😀中文𝄞é' + ",
-                                           suffix="f(x)\nlast = 2\n")]
+    assert result == lsp.InlineCompletionList(
+        items=(
+            lsp.InlineCompletionItem(
+                insert_text="g(y) +", range=lsp.Range(start=position, end=position), command=command
+            ),
+        )
+    )
+    assert editor.prompts() == [
+        TextPrompt(prefix="first = 1\ns = '😀中文𝄞é' + ", suffix="f(x)\nlast = 2\n")
+    ]
     await editor.stop()
     store = editor.store()
     [record] = store.completions()
     assert (record.id, record.path, record.text, record.language, record.model) == (
-        command.arguments[0], "src/app.py", "g(y) +", "python", "scripted-model")
+        command.arguments[0],
+        "src/app.py",
+        "g(y) +",
+        "python",
+        "scripted-model",
+    )
     # Lengths in characters: what the model saw, whatever the client counts in.
     assert (record.prefix_length, record.suffix_length) == (24, 14)
     assert record.events == []
     store.close()
 
 
-async def test_a_cancelled_request_answers_request_cancelled_and_the_next_one_works(
-        start_editor):
-    editor = await start_editor(with_inline_completion(lsp.PositionEncodingKind.Utf16),
-                                {"text": "never sent", "hang_after": 0}, {"text": "b"})
+async def test_a_cancelled_request_answers_request_cancelled_and_the_next_one_works(start_editor):
+    editor = await start_editor(
+        with_inline_completion(lsp.PositionEncodingKind.Utf16),
+        {"text": "never sent", "hang_after": 0},
+        {"text": "b"},
+    )
     position = editor.open("a.py", f"x = {CARET}\n")
     pending = editor.client.protocol.send_request(
-        lsp.TEXT_DOCUMENT_INLINE_COMPLETION, editor.inline_params("a.py", position),
-        msg_id="slow")
+        lsp.TEXT_DOCUMENT_INLINE_COMPLETION, editor.inline_params("a.py", position), msg_id="slow"
+    )
     await editor.until_asked(1)
 
     editor.client.protocol.notify(lsp.CANCEL_REQUEST, lsp.CancelParams(id="slow"))
@@ -197,8 +242,11 @@ async def test_a_cancelled_request_answers_request_cancelled_and_the_next_one_wo
 
 
 async def test_a_newer_request_for_the_document_cancels_the_pending_one(start_editor):
-    editor = await start_editor(with_inline_completion(lsp.PositionEncodingKind.Utf16),
-                                {"text": "never sent", "hang_after": 0}, {"text": "2"})
+    editor = await start_editor(
+        with_inline_completion(lsp.PositionEncodingKind.Utf16),
+        {"text": "never sent", "hang_after": 0},
+        {"text": "2"},
+    )
     position = editor.open("a.py", f"x = {CARET}\n")
     first = asyncio.ensure_future(editor.inline("a.py", position))
     await editor.until_asked(1)
@@ -217,43 +265,74 @@ async def test_completion_answers_a_client_without_inline_completion(start_edito
     position = editor.open("a.py", f"s = '😀' + {CARET}\n")
     assert position.character == 13
 
-    result = await asyncio.wait_for(editor.client.text_document_completion_async(
-        lsp.CompletionParams(text_document=lsp.TextDocumentIdentifier(
-            uri=(editor.root / "a.py").as_uri()), position=position)), WAIT)
+    result = await asyncio.wait_for(
+        editor.client.text_document_completion_async(
+            lsp.CompletionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=(editor.root / "a.py").as_uri()),
+                position=position,
+            )
+        ),
+        WAIT,
+    )
 
     # The rest of the line is empty: a block, cut by the scripted reply's own end.
-    assert result == lsp.CompletionList(is_incomplete=True, items=(lsp.CompletionItem(
-        label="中文 + 1", kind=lsp.CompletionItemKind.Text,
-        text_edit=lsp.TextEdit(range=lsp.Range(start=position, end=position),
-                               new_text="中文 + 1\nmore"),
-        insert_text_format=lsp.InsertTextFormat.PlainText, command=accepted(result)),))
+    assert result == lsp.CompletionList(
+        is_incomplete=True,
+        items=(
+            lsp.CompletionItem(
+                label="中文 + 1",
+                kind=lsp.CompletionItemKind.Text,
+                text_edit=lsp.TextEdit(
+                    range=lsp.Range(start=position, end=position), new_text="中文 + 1\nmore"
+                ),
+                insert_text_format=lsp.InsertTextFormat.PlainText,
+                command=accepted(result),
+            ),
+        ),
+    )
     assert editor.prompts() == [TextPrompt(prefix="s = '😀' + ", suffix="\n")]
 
 
 async def test_completion_leaves_a_client_with_inline_completion_to_it(start_editor):
-    editor = await start_editor(with_inline_completion(lsp.PositionEncodingKind.Utf16),
-                                {"text": "1"})
+    editor = await start_editor(
+        with_inline_completion(lsp.PositionEncodingKind.Utf16), {"text": "1"}
+    )
     position = editor.open("a.py", f"x = {CARET}\n")
 
-    result = await asyncio.wait_for(editor.client.text_document_completion_async(
-        lsp.CompletionParams(text_document=lsp.TextDocumentIdentifier(
-            uri=(editor.root / "a.py").as_uri()), position=position)), WAIT)
+    result = await asyncio.wait_for(
+        editor.client.text_document_completion_async(
+            lsp.CompletionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=(editor.root / "a.py").as_uri()),
+                position=position,
+            )
+        ),
+        WAIT,
+    )
 
     assert result is None
     assert editor.prompts() == []
 
 
 async def test_accepting_an_item_is_recorded_in_the_trace_store(start_editor):
-    editor = await start_editor(with_inline_completion(lsp.PositionEncodingKind.Utf16),
-                                {"text": "foo()"})
+    editor = await start_editor(
+        with_inline_completion(lsp.PositionEncodingKind.Utf16), {"text": "foo()"}
+    )
     position = editor.open("a.py", f"x = {CARET}\n")
     [item] = (await editor.inline("a.py", position)).items
 
     # What an editor does when the user accepts the item: run its command.
     assert item.command is not None
-    assert await asyncio.wait_for(editor.client.workspace_execute_command_async(
-        lsp.ExecuteCommandParams(command=item.command.command,
-                                 arguments=item.command.arguments)), WAIT) is None
+    assert (
+        await asyncio.wait_for(
+            editor.client.workspace_execute_command_async(
+                lsp.ExecuteCommandParams(
+                    command=item.command.command, arguments=item.command.arguments
+                )
+            ),
+            WAIT,
+        )
+        is None
+    )
 
     await editor.stop()
     store = editor.store()

@@ -26,8 +26,9 @@ async def test_a_second_client_follows_a_thread_from_a_snapshot(launch):
     snapshot = await first.request("thread/read", {"thread_id": thread_id})
     assert snapshot["last_seq"] == first.events[-1]["seq"]
     first.events.clear()
-    subscribed = await first.request("thread/subscribe", {"thread_id": thread_id,
-                                                           "after_seq": snapshot["last_seq"]})
+    subscribed = await first.request(
+        "thread/subscribe", {"thread_id": thread_id, "after_seq": snapshot["last_seq"]}
+    )
     assert subscribed == {"last_seq": snapshot["last_seq"]}
     first.script_replies({"text": "Again."})
     turn_id = await first.start_turn(thread_id, "Once more")
@@ -81,11 +82,23 @@ async def test_a_command_runs_in_the_chat_thread_it_names(launch):
     thread_id = await editor.start_thread()
     await editor.turn_completed(await editor.start_turn(thread_id, "What is this?"))
 
-    started = as_json(await editor.client.workspace_execute_command_async(
-        lsp.ExecuteCommandParams(command="opencomposer.explain", arguments=[{
-            "uri": buffer.uri, "thread_id": thread_id,
-            "range": {"start": {"line": 0, "character": 0},
-                      "end": {"line": 1, "character": 0}}}])))
+    started = as_json(
+        await editor.client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(
+                command="opencomposer.explain",
+                arguments=[
+                    {
+                        "uri": buffer.uri,
+                        "thread_id": thread_id,
+                        "range": {
+                            "start": {"line": 0, "character": 0},
+                            "end": {"line": 1, "character": 0},
+                        },
+                    }
+                ],
+            )
+        )
+    )
 
     assert started["thread_id"] == thread_id
     turn = await editor.turn_completed(started["turn_id"])
@@ -104,8 +117,10 @@ async def test_subscribing_again_asks_a_waiting_approval_once(launch, workspace)
 
     # Another view of the thread replays its log from the start.
     await editor.request("thread/subscribe", {"thread_id": thread_id, "after_seq": 0})
-    await until(lambda: sum(e["type"] == "turn.started" for e in editor.events) == 2,
-                "the replay to pass the turn's start")
+    await until(
+        lambda: sum(e["type"] == "turn.started" for e in editor.events) == 2,
+        "the replay to pass the turn's start",
+    )
     await editor.request("turn/interrupt", {"thread_id": thread_id, "turn_id": turn_id})
     await editor.turn_completed(turn_id)
 

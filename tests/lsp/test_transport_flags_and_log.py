@@ -15,15 +15,20 @@ WARNING, INFO = 2, 3
 
 def launch(home: Path, stderr: Path, *flags: str) -> tuple[subprocess.Popen[bytes], RawClient]:
     with stderr.open("wb") as log:
-        process = subprocess.Popen([str(CLI), "lsp", *flags, *NO_MODEL], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=log,
-                                   env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
+        process = subprocess.Popen(
+            [str(CLI), "lsp", *flags, *NO_MODEL],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "OPENCOMPOSER_HOME": str(home)},
+        )
     assert process.stdin is not None and process.stdout is not None
     return process, RawClient(process.stdout, process.stdin)
 
 
-def test_stdio_is_served_and_logs_reach_the_editor_at_their_level(tmp_path: Path, home: Path,
-                                                                  project: Path) -> None:
+def test_stdio_is_served_and_logs_reach_the_editor_at_their_level(
+    tmp_path: Path, home: Path, project: Path
+) -> None:
     process, client = launch(home, tmp_path / "stderr.log", "--stdio")
     try:
         assert "result" in client.initialize(project, clientInfo={"name": "Some Editor"})
@@ -49,8 +54,13 @@ def test_stdio_is_served_and_logs_reach_the_editor_at_their_level(tmp_path: Path
 
 @pytest.mark.parametrize("flag", ["--node-ipc", "--socket=5007", "--pipe=/tmp/lsp.sock"])
 def test_other_transports_are_refused_in_one_line(home: Path, flag: str) -> None:
-    done = subprocess.run([str(CLI), "lsp", flag], capture_output=True, text=True, timeout=WAIT,
-                          env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
+    done = subprocess.run(
+        [str(CLI), "lsp", flag],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "OPENCOMPOSER_HOME": str(home)},
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -59,7 +69,11 @@ def test_other_transports_are_refused_in_one_line(home: Path, flag: str) -> None
 
 
 def test_stdio_and_tcp_together_are_refused(home: Path) -> None:
-    done = subprocess.run([str(CLI), "lsp", "--stdio", "--tcp", "0"], capture_output=True,
-                          text=True, timeout=WAIT,
-                          env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
+    done = subprocess.run(
+        [str(CLI), "lsp", "--stdio", "--tcp", "0"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, "OPENCOMPOSER_HOME": str(home)},
+    )
     assert done.returncode == 2 and "one of them" in done.stderr

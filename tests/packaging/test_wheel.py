@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = {"opencomposer": "opencomposer", "agent": "opencomposer/agent", "lsp": "opencomposer/lsp",
-         "serving": "opencomposer/serving", "kernels": "opencomposer/kernels",
-         "training": "opencomposer/training"}
+ROOTS = {
+    "opencomposer": "opencomposer",
+    "agent": "opencomposer/agent",
+    "lsp": "opencomposer/lsp",
+    "serving": "opencomposer/serving",
+    "kernels": "opencomposer/kernels",
+    "training": "opencomposer/training",
+}
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +29,28 @@ pytestmark = pytest.mark.slow
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Build from a copy, so the build leaves nothing behind in the working tree.
     source = tmp_path_factory.mktemp("src") / "opencomposer"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "node_modules"))
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "node_modules"
+        ),
+    )
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out),
-         str(source)],
-        check=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--wheel-dir",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
     )
     (built,) = out.glob("opencomposer-*.whl")
     return built
@@ -45,13 +65,22 @@ def fresh_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = venv / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True).stdout.strip()
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "deps-from-test-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        timeout=300,
+    )
     # Python 3.11 seeds venvs with an old setuptools that would shadow the one torch needs.
-    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"],
-                   check=True, timeout=120)
+    subprocess.run(
+        [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"],
+        check=True,
+        timeout=120,
+    )
     return venv
 
 
@@ -68,8 +97,11 @@ def test_wheel_holds_every_subpackage_and_no_bare_module(wheel: Path):
     for data in data_files:  # tree-sitter queries and prompt templates, loaded at run time
         relative = data.relative_to(REPO / "agent").as_posix()
         assert f"opencomposer/agent/{relative}" in names, relative
-    entry_points = zipfile.ZipFile(wheel).read(
-        next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    entry_points = (
+        zipfile.ZipFile(wheel)
+        .read(next(n for n in names if n.endswith("entry_points.txt")))
+        .decode()
+    )
     assert "opencomposer = opencomposer.serving.cli.app:main" in entry_points
 
 
@@ -78,8 +110,9 @@ def test_installed_command_works_from_a_fresh_venv(fresh_venv: Path, tmp_path: P
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                              env=env, check=check)
+        return subprocess.run(
+            args, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env, check=check
+        )
 
     assert "doctor" in run("opencomposer", "--help").stdout
     doctor = json.loads(run("opencomposer", "doctor", "--json").stdout)
@@ -91,8 +124,12 @@ def test_installed_command_works_from_a_fresh_venv(fresh_venv: Path, tmp_path: P
     assert "no traces yet" in run("opencomposer", "traces", "list").stdout
 
     python = str(bin_dir / "python")
-    located = run(python, "-c", "import opencomposer.agent.protocol, opencomposer.serving.engines"
-                                ".openai as m; print(m.__file__)").stdout
+    located = run(
+        python,
+        "-c",
+        "import opencomposer.agent.protocol, opencomposer.serving.engines"
+        ".openai as m; print(m.__file__)",
+    ).stdout
     assert located.startswith(str(fresh_venv))
     for bare in ("agent", "lsp", "serving", "kernels", "training"):
         proc = run(python, "-c", f"import {bare}", check=False)

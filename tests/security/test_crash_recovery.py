@@ -28,7 +28,7 @@ TESTS = Path(__file__).parents[1]
 
 # Each thread's turn makes two model calls (a read, then a command that hangs), reporting
 # known usage, so the recovered totals can be checked exactly.
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
     from support.scripted_engine import Reply, ScriptedEngine, call
@@ -54,7 +54,7 @@ CHILD = textwrap.dedent('''
         await asyncio.sleep(120)
 
     asyncio.run(main())
-''')
+""")
 
 
 @pytest.fixture
@@ -66,13 +66,21 @@ def repo(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def running_turns(home: Path, repo: Path, threads: int = 1) -> Iterator[
-        tuple[subprocess.Popen[str], list[str]]]:
+def running_turns(
+    home: Path, repo: Path, threads: int = 1
+) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """A child process with `threads` turns running (each in its hanging command)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get(
-        "PYTHONPATH", "")])}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home), str(repo), str(threads)],
-                             stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(home), str(repo), str(threads)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         ids = [child.stdout.readline().strip() for _ in range(threads)]
         assert all(ids), "the child did not start its turns"
@@ -103,8 +111,9 @@ def wait_for_output(home: Path, thread_id: str) -> None:
     store = TraceStore(home / "traces.db")
     try:
         deadline = time.monotonic() + 30
-        while not any(e.type == "item.delta" and e.delta.kind == "output"
-                      for e in store.events(thread_id)):
+        while not any(
+            e.type == "item.delta" and e.delta.kind == "output" for e in store.events(thread_id)
+        ):
             assert time.monotonic() < deadline, "the command's output never reached the store"
             time.sleep(0.05)
     finally:
@@ -119,7 +128,10 @@ def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path
         (turn,) = store.turns(thread_id)
         assert store.recovered == [turn.id]
         assert (turn.status, turn.stop_reason, turn.error.kind) == (
-            TurnStatus.interrupted, StopReason.interrupted, "server_stopped")
+            TurnStatus.interrupted,
+            StopReason.interrupted,
+            "server_stopped",
+        )
         usage = turn.usage
         assert (usage.model_calls, usage.prompt_tokens, usage.completion_tokens) == (2, 300, 30)
         command = next(i for i in turn.items if i.type == "command_execution")
@@ -134,8 +146,11 @@ def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path
     # The CLI reads the same: no `in_progress` turn, nothing recovered twice.
     shown = subprocess.run(
         [sys.executable, "-m", "opencomposer", "traces", "show", thread_id, "--json"],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENCOMPOSER_HOME": str(home)},
+    )
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
     statuses = [turn["status"] for turn in record["turns"]]

@@ -41,7 +41,8 @@ def test_what_the_helpers_create_is_private(tmp_path: Path, umask: int) -> None:
         db.execute("CREATE TABLE t (x)")
     created = [tmp_path / "a", tmp_path / "a" / "b", *[home, *home.rglob("*")]]
     assert {str(p.relative_to(tmp_path)): oct(mode(p)) for p in created} == {
-        str(p.relative_to(tmp_path)): oct(0o700 if p.is_dir() else 0o600) for p in created}
+        str(p.relative_to(tmp_path)): oct(0o700 if p.is_dir() else 0o600) for p in created
+    }
     assert (home / "db" / "traces.db-wal").exists()  # SQLite made it with the file's mode
     assert (home / "token").read_bytes() == b"secret"
 
@@ -61,7 +62,9 @@ def test_an_older_installation_is_tightened(tmp_path: Path) -> None:
     assert private_dir(home) is True
     tighten_tree(home)
     assert {oct(mode(p)) for p in [home, *home.rglob("*")] if not p.is_symlink()} == {
-        oct(0o700), oct(0o600)}
+        oct(0o700),
+        oct(0o600),
+    }
     assert mode(outside) == 0o644  # reached through a link: not ours to change
     private_file(blob)  # idempotent
     assert mode(blob) == 0o600

@@ -31,8 +31,10 @@ from support.scripted_engine import ScriptedEngine
 
 pytestmark = REQUIRES_CHROMIUM
 
-NO_PNA = ("--disable-features=BlockInsecurePrivateNetworkRequests,LocalNetworkAccessChecks,"
-          "PrivateNetworkAccessSendPreflights")
+NO_PNA = (
+    "--disable-features=BlockInsecurePrivateNetworkRequests,LocalNetworkAccessChecks,"
+    "PrivateNetworkAccessSendPreflights"
+)
 TIMEOUT_MS = 15_000
 
 
@@ -40,8 +42,10 @@ TIMEOUT_MS = 15_000
 def browser() -> Iterator["sync_api.Browser"]:
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", NO_PNA, "--host-resolver-rules=MAP evil.test 127.0.0.1"])
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", NO_PNA, "--host-resolver-rules=MAP evil.test 127.0.0.1"],
+        )
         try:
             yield browser
         finally:
@@ -78,8 +82,11 @@ def answered(url: str) -> dict[tuple[str, str], float]:
     """(method, status) -> how many requests the server answered so, from its metrics."""
     counts: dict[tuple[str, str], float] = {}
     for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        match = re.match(r'opencomposer_http_requests_total\{method="(\w+)",route="[^"]*",'
-                         r'status="(\d+)"\} ([\d.]+)', line)
+        match = re.match(
+            r'opencomposer_http_requests_total\{method="(\w+)",route="[^"]*",'
+            r'status="(\d+)"\} ([\d.]+)',
+            line,
+        )
         if match:
             key = (match[1], match[2])
             counts[key] = counts.get(key, 0) + float(match[3])
@@ -178,8 +185,10 @@ def test_dns_rebinding_is_refused_by_the_host_check(tmp_path: Path, browser) -> 
         # The attacker's page, as their own server sent it before the name was rebound;
         # every request it makes from then on reaches ours.
         html = REBOUND_PAGE.replace("WORKSPACE", str(workspace))
-        page.route(f"{rebound}/cats.html",
-                   lambda route: route.fulfill(status=200, content_type="text/html", body=html))
+        page.route(
+            f"{rebound}/cats.html",
+            lambda route: route.fulfill(status=200, content_type="text/html", body=html),
+        )
         page.goto(f"{rebound}/cats.html")
         page.wait_for_function("document.getElementById('out').textContent !== ''")
         results = json.loads(page.locator("#out").text_content())
@@ -187,9 +196,15 @@ def test_dns_rebinding_is_refused_by_the_host_check(tmp_path: Path, browser) -> 
         assert threads(url) == []
         # The same page under the server's own name works: only the name was refused.
         own = browser.new_page()
-        own.route(f"{url}/cats.html",
-                  lambda route: route.fulfill(status=200, content_type="text/html", body=html))
+        own.route(
+            f"{url}/cats.html",
+            lambda route: route.fulfill(status=200, content_type="text/html", body=html),
+        )
         own.goto(f"{url}/cats.html")
         own.wait_for_function("document.getElementById('out').textContent !== ''")
         assert json.loads(own.locator("#out").text_content()) == {
-            "create": 200, "export": 200, "list": 200, "page": 200}
+            "create": 200,
+            "export": 200,
+            "list": 200,
+            "page": 200,
+        }

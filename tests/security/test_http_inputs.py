@@ -47,15 +47,21 @@ def bodies(server: Server) -> list[tuple[str, bytes]]:
         ("/v1/threads", f'{{"workspace": "{ws}", "model": "\\udfff"}}'),
         ("/v1/threads", f'{{"workspace": "{ws}", "\\udc80": 1}}'),  # in a key
         (f"{thread}/turns", '{"input": [{"type": "text", "text": "hi \\udc80"}]}'),
-        (f"{thread}/turns", '{"input": [{"type": "text", "text": "x"}], '
-                            '"cancel_on_disconnect": NaN}'),
+        (
+            f"{thread}/turns",
+            '{"input": [{"type": "text", "text": "x"}], "cancel_on_disconnect": NaN}',
+        ),
         (f"{thread}/undo", '{"scope": "turn", "turn_id": "\\udc80"}'),
         (f"{thread}/approvals/x", '{"decision": "deny", "message": "\\udc80"}'),
         ("/v1/chat/completions", '{"model": "\\udc80", "messages": []}'),
-        ("/v1/chat/completions", '{"model": "scripted-model", '
-                                 '"messages": [{"role": "user", "content": "\\udc80"}]}'),
-        ("/v1/chat/completions", '{"model": "scripted-model", "messages": [], '
-                                 '"temperature": Infinity}'),
+        (
+            "/v1/chat/completions",
+            '{"model": "scripted-model", "messages": [{"role": "user", "content": "\\udc80"}]}',
+        ),
+        (
+            "/v1/chat/completions",
+            '{"model": "scripted-model", "messages": [], "temperature": Infinity}',
+        ),
         ("/v1/completions", '{"model": "scripted-model", "prompt": "\\udc80"}'),
     ]
     encoded_surrogate = ("/v1/threads", b'{"workspace": "\xed\xb2\x80"}')
@@ -74,11 +80,18 @@ def test_lone_surrogates_and_non_standard_numbers_in_bodies_are_400s(server: Ser
 
 
 @pytest.mark.parametrize("path", ["/events", "/events/stream"])
-@pytest.mark.parametrize("query", [f"after_seq={HUGE}", f"after_seq={MAX_SEQ + 1}",
-                                   "after_seq=-1", "after_seq=" + "9" * 5000, "after_seq=1e3",
-                                   "after_seq=%C2%B2"])
-def test_out_of_range_seqs_in_query_strings_are_400s(server: Server, path: str,
-                                                      query: str) -> None:
+@pytest.mark.parametrize(
+    "query",
+    [
+        f"after_seq={HUGE}",
+        f"after_seq={MAX_SEQ + 1}",
+        "after_seq=-1",
+        "after_seq=" + "9" * 5000,
+        "after_seq=1e3",
+        "after_seq=%C2%B2",
+    ],
+)
+def test_out_of_range_seqs_in_query_strings_are_400s(server: Server, path: str, query: str) -> None:
     response = httpx.get(f"{server.url}/v1/threads/{server.thread}{path}?{query}", timeout=10)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["kind"] == "invalid_request"
@@ -87,36 +100,49 @@ def test_out_of_range_seqs_in_query_strings_are_400s(server: Server, path: str,
 @pytest.mark.parametrize("path", ["/v1/threads", "/v1/threads/{thread}/events"])
 @pytest.mark.parametrize("limit", [HUGE, "0", "-1", "9" * 5000])
 def test_out_of_range_limits_are_400s(server: Server, path: str, limit: str) -> None:
-    response = httpx.get(f"{server.url}{path.format(thread=server.thread)}?limit={limit}",
-                         timeout=10)
+    response = httpx.get(
+        f"{server.url}{path.format(thread=server.thread)}?limit={limit}", timeout=10
+    )
     assert response.status_code == 400, response.text
     assert response.json()["error"]["kind"] == "invalid_request"
 
 
 def test_the_largest_seq_is_accepted(server: Server) -> None:
-    events = httpx.get(f"{server.url}/v1/threads/{server.thread}/events?after_seq={MAX_SEQ}",
-                       timeout=10)
+    events = httpx.get(
+        f"{server.url}/v1/threads/{server.thread}/events?after_seq={MAX_SEQ}", timeout=10
+    )
     assert events.status_code == 200 and events.json()["events"] == []
 
 
-@pytest.mark.parametrize("value", [HUGE, str(MAX_SEQ + 1), "9" * 5000, "\xb2", "\xb9\xb2",
-                                   "-1", "1.5", "1 2"])
+@pytest.mark.parametrize(
+    "value", [HUGE, str(MAX_SEQ + 1), "9" * 5000, "\xb2", "\xb9\xb2", "-1", "1.5", "1 2"]
+)
 def test_a_bad_last_event_id_is_a_400(server: Server, value: str) -> None:
-    response = httpx.get(f"{server.url}/v1/threads/{server.thread}/events/stream", timeout=10,
-                         headers={"Last-Event-ID": value.encode("latin-1")})
+    response = httpx.get(
+        f"{server.url}/v1/threads/{server.thread}/events/stream",
+        timeout=10,
+        headers={"Last-Event-ID": value.encode("latin-1")},
+    )
     assert response.status_code == 400, (value, response.text)
     assert "Last-Event-ID" in response.json()["error"]["message"]
 
 
 def test_numbers_past_64_bits_in_bodies_are_400s(server: Server) -> None:
     for path, body in [
-        ("/v1/chat/completions", f'{{"model": "scripted-model", "messages": [], '
-                                 f'"max_tokens": {HUGE}}}'),
-        ("/v1/chat/completions", f'{{"model": "scripted-model", "messages": '
-                                 f'[{{"role": "user", "content": "hi"}}], "seed": {HUGE}}}'),
+        (
+            "/v1/chat/completions",
+            f'{{"model": "scripted-model", "messages": [], "max_tokens": {HUGE}}}',
+        ),
+        (
+            "/v1/chat/completions",
+            f'{{"model": "scripted-model", "messages": '
+            f'[{{"role": "user", "content": "hi"}}], "seed": {HUGE}}}',
+        ),
         ("/v1/completions", f'{{"model": "scripted-model", "prompt": "x", "n": {HUGE}}}'),
-        ("/v1/completions", f'{{"model": "scripted-model", "prompt": "x", '
-                            f'"max_tokens": {"9" * 5000}}}'),
+        (
+            "/v1/completions",
+            f'{{"model": "scripted-model", "prompt": "x", "max_tokens": {"9" * 5000}}}',
+        ),
     ]:
         response = httpx.post(f"{server.url}{path}", content=body, headers=JSON, timeout=10)
         assert response.status_code == 400, (path, body[:200], response.text)

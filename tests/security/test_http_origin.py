@@ -49,11 +49,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workspace = root / "ws"
     workspace.mkdir()
     engine = ScriptedEngine([Reply(text="hello") for _ in range(20)])
-    with live_server(engine, root / "home", token=TOKEN, allowed_hosts=["proxy.example"],
-                     allowed_origins=["https://proxy.example"]) as url:
+    with live_server(
+        engine,
+        root / "home",
+        token=TOKEN,
+        allowed_hosts=["proxy.example"],
+        allowed_origins=["https://proxy.example"],
+    ) as url:
         port = int(url.rsplit(":", 1)[1])
-        made = httpx.post(f"{url}/v1/threads", json={"workspace": str(workspace)},
-                          headers=AUTH, timeout=10)
+        made = httpx.post(
+            f"{url}/v1/threads", json={"workspace": str(workspace)}, headers=AUTH, timeout=10
+        )
         assert made.status_code == 200, made.text
         with httpx.Client(timeout=10) as client:
             yield Server(url, port, workspace, made.json()["thread"]["id"], client)
@@ -61,11 +67,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def attack(server: Server, **headers: str) -> list[httpx.Response]:
     """Create a thread, start a turn, read the traces, and list threads with `headers`."""
-    return [server.post("/v1/threads", {"workspace": str(server.workspace)}, **headers),
-            server.post(f"/v1/threads/{server.thread}/turns",
-                        {"input": [{"type": "text", "text": "run rm -rf ~"}]}, **headers),
-            server.get("/v1/traces/export", **headers),
-            server.get("/v1/threads", **headers)]
+    return [
+        server.post("/v1/threads", {"workspace": str(server.workspace)}, **headers),
+        server.post(
+            f"/v1/threads/{server.thread}/turns",
+            {"input": [{"type": "text", "text": "run rm -rf ~"}]},
+            **headers,
+        ),
+        server.get("/v1/traces/export", **headers),
+        server.get("/v1/threads", **headers),
+    ]
 
 
 def refused(responses: list[httpx.Response], status: int, kind: str) -> None:
@@ -76,32 +87,32 @@ def refused(responses: list[httpx.Response], status: int, kind: str) -> None:
 
 
 HOSTILE_HOSTS = [
-    "evil.example:{port}",                # DNS rebinding: the attacker's name, our port
+    "evil.example:{port}",  # DNS rebinding: the attacker's name, our port
     "evil.example",
-    "localhost.:{port}",                  # trailing dot
+    "localhost.:{port}",  # trailing dot
     "localhost.evil.example:{port}",
     "LOCALHOST.EVIL.EXAMPLE:{port}",
-    "127.0.0.1.nip.io:{port}",            # public wildcard DNS that resolves to loopback
+    "127.0.0.1.nip.io:{port}",  # public wildcard DNS that resolves to loopback
     "foo.localhost:{port}",
-    "0.0.0.0:{port}",                     # the "0.0.0.0 day" address
+    "0.0.0.0:{port}",  # the "0.0.0.0 day" address
     "[::]:{port}",
-    "[::ffff:127.0.0.1]:{port}",          # IPv4-mapped IPv6
+    "[::ffff:127.0.0.1]:{port}",  # IPv4-mapped IPv6
     "[::ffff:7f00:1]:{port}",
-    "[::1%25lo]:{port}",                  # zone id
-    "127.1:{port}",                       # shorthand forms a resolver may accept
+    "[::1%25lo]:{port}",  # zone id
+    "127.1:{port}",  # shorthand forms a resolver may accept
     "2130706433:{port}",
     "0x7f000001:{port}",
     "127.000.000.001:{port}",
-    "user@127.0.0.1:{port}",              # userinfo tricks
+    "user@127.0.0.1:{port}",  # userinfo tricks
     "127.0.0.1:{port}@evil.example",
     "127.0.0.1:{port}/evil",
     "127.0.0.1:{port}:80",
-    "127.0.0.1:99999",                    # not a port
+    "127.0.0.1:99999",  # not a port
     "127.0.0.1:",
     "127.0.0.1:-1",
-    "proxy.example.evil:{port}",          # a configured name as a prefix
+    "proxy.example.evil:{port}",  # a configured name as a prefix
     "evil-proxy.example",
-    "192.168.1.5:{port}",                 # this machine's LAN address, not configured
+    "192.168.1.5:{port}",  # this machine's LAN address, not configured
     "",
 ]
 
@@ -113,10 +124,21 @@ def test_a_host_that_does_not_name_this_server_is_refused(server: Server, host: 
     assert server.state() == before
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LocalHost:{port}",
-                                  "127.0.0.2:{port}", "[::1]:{port}", "[0:0:0:0:0:0:0:1]",
-                                  "localhost", "127.0.0.1:9000",  # an SSH tunnel's own port
-                                  "proxy.example", "PROXY.example:443"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:{port}",
+        "localhost:{port}",
+        "LocalHost:{port}",
+        "127.0.0.2:{port}",
+        "[::1]:{port}",
+        "[0:0:0:0:0:0:0:1]",
+        "localhost",
+        "127.0.0.1:9000",  # an SSH tunnel's own port
+        "proxy.example",
+        "PROXY.example:443",
+    ],
+)
 def test_loopback_names_and_configured_hosts_are_served(server: Server, host: str) -> None:
     response = server.get("/v1/threads", Host=host.format(port=server.port))
     assert response.status_code == 200, response.text
@@ -138,22 +160,26 @@ def raw_request(port: int, head: str) -> bytes:
 def test_a_missing_or_doubled_host_is_refused(server: Server) -> None:
     before = server.state()
     body = f'{{"workspace": "{server.workspace}"}}'
-    common = (f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-              f"Content-Length: {len(body)}\r\nConnection: close\r\n")
+    common = (
+        f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+    )
     missing = raw_request(server.port, f"POST /v1/threads HTTP/1.0\r\n{common}\r\n{body}")
     assert missing.startswith(b"HTTP/1.1 403"), missing
-    doubled = raw_request(server.port, f"POST /v1/threads HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                       f"Host: evil.example\r\n{common}\r\n{body}")
+    doubled = raw_request(
+        server.port,
+        f"POST /v1/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n{common}\r\n{body}",
+    )
     assert doubled.startswith((b"HTTP/1.1 400", b"HTTP/1.1 403")), doubled
     assert server.state() == before
 
 
 HOSTILE_ORIGINS = [
     "http://evil.example",
-    "null",                                   # sandboxed iframes, file: pages, redirects
-    "http://127.0.0.1:{other}",               # another local web app (another port)
-    "http://localhost:{port}",                # same socket, but another origin
-    "https://127.0.0.1:{port}",               # another scheme
+    "null",  # sandboxed iframes, file: pages, redirects
+    "http://127.0.0.1:{other}",  # another local web app (another port)
+    "http://localhost:{port}",  # same socket, but another origin
+    "https://127.0.0.1:{port}",  # another scheme
     "http://127.0.0.1:{port}.evil.example",
     "http://127.0.0.1:{port}@evil.example",
     "http://127.0.0.1",
@@ -172,22 +198,37 @@ def test_a_foreign_origin_is_refused(server: Server, origin: str) -> None:
 
 def test_two_origins_are_refused_even_when_one_is_ours(server: Server) -> None:
     own = f"http://127.0.0.1:{server.port}"
-    response = httpx.get(f"{server.url}/v1/threads", timeout=10, headers=[
-        *AUTH.items(), ("Origin", own), ("Origin", "http://evil.example")])
+    response = httpx.get(
+        f"{server.url}/v1/threads",
+        timeout=10,
+        headers=[*AUTH.items(), ("Origin", own), ("Origin", "http://evil.example")],
+    )
     assert response.status_code == 403
 
 
-def test_a_preflight_from_a_foreign_origin_is_refused_without_cors_headers(
-        server: Server) -> None:
-    response = httpx.options(f"{server.url}/v1/threads", timeout=10, headers={
-        "Origin": "http://evil.example", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type"})
+def test_a_preflight_from_a_foreign_origin_is_refused_without_cors_headers(server: Server) -> None:
+    response = httpx.options(
+        f"{server.url}/v1/threads",
+        timeout=10,
+        headers={
+            "Origin": "http://evil.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
     assert response.status_code == 403
     assert not any(h.startswith("access-control-") for h in response.headers)
 
 
-@pytest.mark.parametrize("origin", ["http://127.0.0.1:{port}", "HTTP://127.0.0.1:{port}",
-                                    "https://proxy.example", "https://proxy.example/"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1:{port}",
+        "HTTP://127.0.0.1:{port}",
+        "https://proxy.example",
+        "https://proxy.example/",
+    ],
+)
 def test_the_own_and_configured_origins_are_served(server: Server, origin: str) -> None:
     response = server.get("/v1/threads", Origin=origin.format(port=server.port))
     assert response.status_code == 200, response.text
@@ -195,24 +236,46 @@ def test_the_own_and_configured_origins_are_served(server: Server, origin: str) 
 
 
 @pytest.mark.parametrize("site", ["cross-site", "same-site", "CROSS-SITE"])
-def test_cross_site_browser_requests_without_an_origin_are_refused(server: Server,
-                                                                   site: str) -> None:
+def test_cross_site_browser_requests_without_an_origin_are_refused(
+    server: Server, site: str
+) -> None:
     before = server.state()
-    refused(attack(server, **{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors",
-                              "Sec-Fetch-Dest": "image"}), 403, "forbidden")
+    refused(
+        attack(
+            server,
+            **{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+        ),
+        403,
+        "forbidden",
+    )
     # Navigating elsewhere than the page, or framing the page, is no better.
-    assert server.get("/v1/threads", **{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate",
-                                        "Sec-Fetch-Dest": "document"}).status_code == 403
-    framed = httpx.get(f"{server.url}/", timeout=10, headers={
-        "Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"})
+    assert (
+        server.get(
+            "/v1/threads",
+            **{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"},
+        ).status_code
+        == 403
+    )
+    framed = httpx.get(
+        f"{server.url}/",
+        timeout=10,
+        headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"},
+    )
     assert framed.status_code == 403
     assert server.state() == before
 
 
 def test_a_link_from_another_site_still_opens_the_page(server: Server) -> None:
-    page = httpx.get(f"{server.url}/?token=x", timeout=10, headers={
-        "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
-        "Sec-Fetch-Dest": "document", "Sec-Fetch-User": "?1"})
+    page = httpx.get(
+        f"{server.url}/?token=x",
+        timeout=10,
+        headers={
+            "Sec-Fetch-Site": "cross-site",
+            "Sec-Fetch-Mode": "navigate",
+            "Sec-Fetch-Dest": "document",
+            "Sec-Fetch-User": "?1",
+        },
+    )
     assert page.status_code == 200 and "opencomposer" in page.text
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert page.headers["x-frame-options"] == "DENY"
@@ -221,10 +284,21 @@ def test_a_link_from_another_site_still_opens_the_page(server: Server) -> None:
         assert server.get("/v1/threads", **{"Sec-Fetch-Site": site}).status_code == 200
 
 
-@pytest.mark.parametrize("content_type", [
-    None, "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-    "text/plain", "text/plain; charset=utf-8", "text/json", "application/jsonp",
-    "application/json-seq", "application/x-json", "json"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "text/plain",
+        "text/plain; charset=utf-8",
+        "text/json",
+        "application/jsonp",
+        "application/json-seq",
+        "application/x-json",
+        "json",
+    ],
+)
 def test_a_body_not_declared_json_is_a_415(server: Server, content_type: str | None) -> None:
     before = server.state()
     body = f'{{"workspace": "{server.workspace}"}}'.encode()
@@ -233,8 +307,12 @@ def test_a_body_not_declared_json_is_a_415(server: Server, content_type: str | N
     assert agent.status_code == 415, agent.text
     assert agent.json()["error"]["kind"] == "unsupported_media_type"
     assert "Content-Type: application/json" in agent.json()["error"]["message"]
-    chat = httpx.post(f"{server.url}/v1/chat/completions", headers=headers, timeout=10,
-                      content=b'{"model": "scripted-model", "messages": []}')
+    chat = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        headers=headers,
+        timeout=10,
+        content=b'{"model": "scripted-model", "messages": []}',
+    )
     assert chat.status_code == 415
     assert chat.json()["error"]["code"] == "unsupported_media_type"  # OpenAI's shape
     assert chat.json()["error"]["type"] == "invalid_request_error"
@@ -242,68 +320,114 @@ def test_a_body_not_declared_json_is_a_415(server: Server, content_type: str | N
     def chunks() -> Iterator[bytes]:  # no Content-Length: the body is chunked
         yield body
 
-    chunked = httpx.post(f"{server.url}/v1/threads", content=chunks(), headers=headers,
-                         timeout=10)
+    chunked = httpx.post(f"{server.url}/v1/threads", content=chunks(), headers=headers, timeout=10)
     assert chunked.status_code == 415
     assert server.state() == before
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8",
-                                          "Application/JSON", "application/vnd.api+json"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/vnd.api+json",
+    ],
+)
 def test_json_bodies_are_accepted(server: Server, content_type: str) -> None:
-    response = httpx.post(f"{server.url}/v1/threads", headers={**AUTH,
-                                                               "Content-Type": content_type},
-                          content=f'{{"workspace": "{server.workspace}"}}', timeout=10)
+    response = httpx.post(
+        f"{server.url}/v1/threads",
+        headers={**AUTH, "Content-Type": content_type},
+        content=f'{{"workspace": "{server.workspace}"}}',
+        timeout=10,
+    )
     assert response.status_code == 200, response.text
 
 
 def test_a_bodyless_post_needs_no_content_type(server: Server) -> None:
-    response = httpx.post(f"{server.url}/v1/threads/{server.thread}/turns/turn_x/interrupt",
-                          headers=AUTH, timeout=10)
+    response = httpx.post(
+        f"{server.url}/v1/threads/{server.thread}/turns/turn_x/interrupt", headers=AUTH, timeout=10
+    )
     assert response.status_code == 404  # reached the route: no such turn
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token-0123456789abcdef",
-                                           f"Basic {TOKEN}", f"Bearer {TOKEN}x", TOKEN,
-                                           f"Bearer {TOKEN[:-1]}", "Bearer", f"Bearer  {TOKEN} x"])
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "Bearer wrong-token-0123456789abcdef",
+        f"Basic {TOKEN}",
+        f"Bearer {TOKEN}x",
+        TOKEN,
+        f"Bearer {TOKEN[:-1]}",
+        "Bearer",
+        f"Bearer  {TOKEN} x",
+    ],
+)
 def test_the_token_is_required_on_loopback(server: Server, authorization: str | None) -> None:
     before = server.state()
     headers = {"Authorization": authorization} if authorization is not None else {}
-    for path in ("/v1/threads", "/v1/traces/export", "/v1/models", "/metrics", "/v1/doctor",
-                 "/openapi.json", "/v1/protocol/schema", f"/v1/threads?token={TOKEN}",
-                 "/healthz/", "/static/../v1/threads", "/static/app.js/", "/nowhere"):
+    for path in (
+        "/v1/threads",
+        "/v1/traces/export",
+        "/v1/models",
+        "/metrics",
+        "/v1/doctor",
+        "/openapi.json",
+        "/v1/protocol/schema",
+        f"/v1/threads?token={TOKEN}",
+        "/healthz/",
+        "/static/../v1/threads",
+        "/static/app.js/",
+        "/nowhere",
+    ):
         response = server.client.get(f"{server.url}{path}", headers=headers)
         assert response.status_code == 401, (path, response.text)
         assert response.headers["www-authenticate"] == "Bearer"
-    made = server.client.post(f"{server.url}/v1/threads?token={TOKEN}", headers=headers,
-                              json={"workspace": str(server.workspace)})
+    made = server.client.post(
+        f"{server.url}/v1/threads?token={TOKEN}",
+        headers=headers,
+        json={"workspace": str(server.workspace)},
+    )
     assert made.status_code == 401
     assert server.state() == before
 
 
 def test_two_authorization_headers_are_refused(server: Server) -> None:
-    response = httpx.get(f"{server.url}/v1/threads", timeout=10, headers=[
-        ("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer other")])
+    response = httpx.get(
+        f"{server.url}/v1/threads",
+        timeout=10,
+        headers=[("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer other")],
+    )
     assert response.status_code == 401
 
 
 def test_the_page_and_the_probes_need_no_token(server: Server) -> None:
-    for path in ("/", "/?token=anything", "/healthz", "/readyz", "/static/app.js",
-                 "/static/app.css"):
+    for path in (
+        "/",
+        "/?token=anything",
+        "/healthz",
+        "/readyz",
+        "/static/app.js",
+        "/static/app.css",
+    ):
         assert httpx.get(f"{server.url}{path}", timeout=10).status_code == 200, path
-    assert httpx.get(f"{server.url}/v1/threads", timeout=10,
-                     headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+    assert (
+        httpx.get(
+            f"{server.url}/v1/threads", timeout=10, headers={"Authorization": f"bearer {TOKEN}"}
+        ).status_code
+        == 200
+    )
 
 
 def test_the_openai_client_passes_the_token_as_its_api_key(server: Server) -> None:
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0,
-                           timeout=10)
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0, timeout=10)
     assert [m.id for m in client.models.list()] == ["scripted-model"]
-    reply = client.chat.completions.create(model="scripted-model",
-                                           messages=[{"role": "user", "content": "hi"}])
+    reply = client.chat.completions.create(
+        model="scripted-model", messages=[{"role": "user", "content": "hi"}]
+    )
     assert reply.choices[0].message.content == "hello"
-    wrong = openai.OpenAI(base_url=f"{server.url}/v1", api_key="nope", max_retries=0,
-                          timeout=10)
+    wrong = openai.OpenAI(base_url=f"{server.url}/v1", api_key="nope", max_retries=0, timeout=10)
     with pytest.raises(openai.AuthenticationError) as caught:
         wrong.models.list()
     assert caught.value.code == "unauthorized"

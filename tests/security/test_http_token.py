@@ -71,8 +71,17 @@ def test_a_symlink_or_fifo_in_its_place_is_refused(tmp_path: Path) -> None:
         server_token(settings(home))
 
 
-@pytest.mark.parametrize("content", ["", "\n", "short\n", "has spaces but is long enough\n",
-                                     "x" * 600, "caf\u00e9-token-0123456789"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "\n",
+        "short\n",
+        "has spaces but is long enough\n",
+        "x" * 600,
+        "caf\u00e9-token-0123456789",
+    ],
+)
 def test_a_broken_token_file_is_a_clear_error(tmp_path: Path, content: str) -> None:
     home = tmp_path / "data"
     home.mkdir()
@@ -84,8 +93,9 @@ def test_a_broken_token_file_is_a_clear_error(tmp_path: Path, content: str) -> N
 
 def test_a_configured_token_is_used_as_is_and_checked(tmp_path: Path) -> None:
     home = tmp_path / "data"
-    assert server_token(settings(home, token="configured-token-abcdef")) == \
-        "configured-token-abcdef"
+    assert (
+        server_token(settings(home, token="configured-token-abcdef")) == "configured-token-abcdef"
+    )
     assert not (home / TOKEN_FILE).exists()
     for bad in ("", "short", "has a space in it somewhere", "line\nbreak-0123456789"):
         with pytest.raises(TokenError, match=r"server\.token must be"):

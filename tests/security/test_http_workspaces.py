@@ -44,20 +44,39 @@ def layout(tmp_path: Path, isolated_home: Path) -> dict[str, Path]:
     (links / "home").symlink_to(isolated_home)
     (links / "git").symlink_to(project / ".git")
     (links / "data").symlink_to(data)
-    return {"home": isolated_home, "project": project, "bare": bare, "config": config,
-            "data": data, "links": links}
+    return {
+        "home": isolated_home,
+        "project": project,
+        "bare": bare,
+        "config": config,
+        "data": data,
+        "links": links,
+    }
 
 
 def forbidden(layout: dict[str, Path]) -> list[str]:
     home, project, bare = layout["home"], layout["project"], layout["bare"]
     return [
-        "~", "~/", str(home), f"{home}/", f"{home}/src/..", str(home.parent), "/",
+        "~",
+        "~/",
+        str(home),
+        f"{home}/",
+        f"{home}/src/..",
+        str(home.parent),
+        "/",
         pwd.getpwuid(os.getuid()).pw_dir,  # the real home, whatever $HOME says
         str(layout["links"] / "home"),
-        str(project / ".git"), str(project / ".git" / "hooks"), str(project / ".git" / "refs"),
-        str(layout["links"] / "git"), str(bare), str(bare / "hooks"),
-        str(layout["data"]), str(layout["data"] / "logs"), str(layout["data"].parent),
-        str(layout["links"] / "data"), str(layout["config"]),
+        str(project / ".git"),
+        str(project / ".git" / "hooks"),
+        str(project / ".git" / "refs"),
+        str(layout["links"] / "git"),
+        str(bare),
+        str(bare / "hooks"),
+        str(layout["data"]),
+        str(layout["data"] / "logs"),
+        str(layout["data"].parent),
+        str(layout["links"] / "data"),
+        str(layout["config"]),
     ]
 
 
@@ -69,9 +88,12 @@ def test_forbidden_workspaces_are_refused_over_http(layout: dict[str, Path]) -> 
             assert response.json()["error"]["kind"] == "forbidden"
         for workspace in ["\udc80", f"{layout['project']}/\udc80", f"{layout['home']}\x00"]:
             # json.dumps escapes them (`"\\udc80"`, `"\\u0000"`), as a hostile client would.
-            response = httpx.post(f"{url}/v1/threads", timeout=10,
-                                  content=json.dumps({"workspace": workspace}),
-                                  headers={"Content-Type": "application/json"})
+            response = httpx.post(
+                f"{url}/v1/threads",
+                timeout=10,
+                content=json.dumps({"workspace": workspace}),
+                headers={"Content-Type": "application/json"},
+            )
             assert response.status_code == 400, (workspace, response.text)
             assert response.json()["error"]["kind"] == "invalid_request"
         assert httpx.get(f"{url}/v1/threads", timeout=10).json()["data"] == []
@@ -102,21 +124,37 @@ def test_the_runtime_refuses_them_for_every_transport(layout: dict[str, Path]) -
                 await runtime.open_thread("thr_old")
             kinds.append(caught.value.kind)
             assert (await runtime.start_thread(layout["project"])).thread.workspace == str(
-                layout["project"])
+                layout["project"]
+            )
         finally:
             await runtime.close()
         return kinds
 
     assert asyncio.run(attempts()) == ["forbidden"] * len(forbidden(layout)) + [
-        "invalid_request", "forbidden"]
+        "invalid_request",
+        "forbidden",
+    ]
 
 
 def test_chat_refuses_the_home_folder(layout: dict[str, Path]) -> None:
     env = {**os.environ, "HOME": str(layout["home"]), "OPENCOMPOSER_HOME": str(layout["data"])}
-    proc = subprocess.run([CLI, "chat", "-w", str(layout["home"]), "--engine",
-                           "openai:http://127.0.0.1:9/v1", "list my files"],
-                          capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [
+            CLI,
+            "chat",
+            "-w",
+            str(layout["home"]),
+            "--engine",
+            "openai:http://127.0.0.1:9/v1",
+            "list my files",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "is your home folder: open a project folder inside it" in " ".join(
-        proc.stderr.split())  # as rich wrapped it
+        proc.stderr.split()
+    )  # as rich wrapped it
     assert "Traceback" not in proc.stderr

@@ -78,9 +78,12 @@ def start(tmp_path: Path, home: Path) -> Iterator[Callable[..., Running]]:
         stderr = tmp_path / f"stderr-{len(started)}.log"
         with stderr.open("wb") as log:
             process = subprocess.Popen(
-                list(command or (str(CLI), "lsp", *NO_MODEL)), stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log,
-                env={**os.environ, "OPENCOMPOSER_HOME": str(home), **(env or {})})
+                list(command or (str(CLI), "lsp", *NO_MODEL)),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env={**os.environ, "OPENCOMPOSER_HOME": str(home), **(env or {})},
+            )
         assert process.stdin is not None and process.stdout is not None
         started.append(Running(RawClient(process.stdout, process.stdin), process, stderr))
         return started[-1]
@@ -104,25 +107,36 @@ BROKEN_STREAMS = {
     "non-numeric": (b"Content-Length: abc\r\n\r\n" + LIST, "not a decimal number: b'abc'"),
     "negative": (b"Content-Length: -%d\r\n\r\n" % len(LIST) + LIST, "not a decimal number"),
     "zero": (b"Content-Length: 0\r\n\r\n" + frame(LIST), "Content-Length is 0"),
-    "missing": (b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + LIST,
-                "a message without Content-Length"),
-    "duplicated": (b"Content-Length: %d\r\n" % len(LIST) + frame(LIST),
-                   "2 Content-Length headers"),
+    "missing": (
+        b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + LIST,
+        "a message without Content-Length",
+    ),
+    "duplicated": (b"Content-Length: %d\r\n" % len(LIST) + frame(LIST), "2 Content-Length headers"),
     "conflicting": (b"Content-Length: 5\r\n" + frame(LIST), "2 Content-Length headers"),
-    "too small": (b"Content-Length: %d\r\n\r\n" % (len(LIST) - 10) + LIST + frame(LIST),
-                  "not an LSP header line"),
+    "too small": (
+        b"Content-Length: %d\r\n\r\n" % (len(LIST) - 10) + LIST + frame(LIST),
+        "not an LSP header line",
+    ),
     "too large": (b"Content-Length: 1000000000000\r\n\r\n", "is over the limit"),
-    "just over the cap": (b"Content-Length: %d\r\n\r\n" % (MAX_MESSAGE_BYTES + 1),
-                          f"is over the limit of {MAX_MESSAGE_BYTES} bytes"),
-    "a header without its terminator": (b"Content-Length: %d\r\n" % len(LIST) + LIST,
-                                        "not an LSP header line: b'{"),
-    "a header line without CR": (b"Content-Length: %d\n\n" % len(LIST) + LIST,
-                                 f"not an LSP header line: b'Content-Length: {len(LIST)}\\n'"),
+    "just over the cap": (
+        b"Content-Length: %d\r\n\r\n" % (MAX_MESSAGE_BYTES + 1),
+        f"is over the limit of {MAX_MESSAGE_BYTES} bytes",
+    ),
+    "a header without its terminator": (
+        b"Content-Length: %d\r\n" % len(LIST) + LIST,
+        "not an LSP header line: b'{",
+    ),
+    "a header line without CR": (
+        b"Content-Length: %d\n\n" % len(LIST) + LIST,
+        f"not an LSP header line: b'Content-Length: {len(LIST)}\\n'",
+    ),
     "a huge header block": (b"X-Pad: " + b"a" * 20_000, "a header block longer than 8192 bytes"),
     "many header lines": (b"X-Pad: a\r\n" * 2000, "a header block longer than 8192 bytes"),
     "binary garbage": (GARBAGE, "not an LSP header line"),
-    "an HTTP request": (b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + LIST,
-                        "not an LSP header line: b'POST / HTTP/1.1"),
+    "an HTTP request": (
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + LIST,
+        "not an LSP header line: b'POST / HTTP/1.1",
+    ),
 }
 
 
@@ -153,11 +167,17 @@ def test_garbage_after_a_valid_message_ends_the_server(start, project):
     assert client.until_closed() == []
 
 
-@pytest.mark.parametrize(("stream", "reason"), [
-    (b"Content-Length: 52\r\n", "the stream ended inside a header block"),
-    (b"Content-Length: %d\r\n\r\n" % len(LIST) + LIST[:-5],
-     f"the stream ended inside a message ({len(LIST) - 5} of {len(LIST)} bytes)"),
-], ids=["inside a header", "inside a body"])
+@pytest.mark.parametrize(
+    ("stream", "reason"),
+    [
+        (b"Content-Length: 52\r\n", "the stream ended inside a header block"),
+        (
+            b"Content-Length: %d\r\n\r\n" % len(LIST) + LIST[:-5],
+            f"the stream ended inside a message ({len(LIST) - 5} of {len(LIST)} bytes)",
+        ),
+    ],
+    ids=["inside a header", "inside a body"],
+)
 def test_a_stream_that_ends_inside_a_message_is_not_read_as_one(start, project, stream, reason):
     running = start()
     assert "result" in running.client.initialize(project)
@@ -171,16 +191,20 @@ def test_a_stream_that_ends_inside_a_message_is_not_read_as_one(start, project, 
 
 
 def test_a_broken_stream_interrupts_the_running_turn_and_leaves_the_store_whole(
-        start, project, home):
+    start, project, home
+):
     script = home.parent / "script.json"
     script.write_text(json.dumps([{"text": "Let me think about this", "hang_after": 1}]))
     running = start(sys.executable, str(SCRIPTED_SERVER), str(script))
     client = running.client
     client.initialize(project)
-    thread_id = client.request("opencomposer/thread/start",
-                               {"workspace": str(project)})["result"]["thread"]["id"]
-    client.request("opencomposer/turn/start", {"thread_id": thread_id,
-                                               "input": [{"type": "text", "text": "go"}]})
+    thread_id = client.request("opencomposer/thread/start", {"workspace": str(project)})["result"][
+        "thread"
+    ]["id"]
+    client.request(
+        "opencomposer/turn/start",
+        {"thread_id": thread_id, "input": [{"type": "text", "text": "go"}]},
+    )
     client.until_notified(lambda event: event["type"] == "item.delta")  # the model hangs
 
     client.send_raw(b"Content-Length: -1\r\n\r\n")
@@ -203,6 +227,7 @@ def test_well_framed_streams_are_answered_however_they_are_written(start, projec
     running = start()
     client = running.client
     assert "result" in client.initialize(project)
+
     def listing(msg_id: int) -> bytes:
         return body({"id": msg_id, "method": "opencomposer/thread/list", "params": {}})
 
@@ -214,16 +239,36 @@ def test_well_framed_streams_are_answered_however_they_are_written(start, projec
     assert client.receive() == {**LISTED, "id": 104}
 
     # Content-Length counts bytes: characters of two, three and four bytes in UTF-8.
-    client.send_body(body({"method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": (project / "notes.md").as_uri(), "languageId": "markdown", "version": 1,
-        "text": "café 世界 🎉\n" * 100}}}))
+    client.send_body(
+        body(
+            {
+                "method": "textDocument/didOpen",
+                "params": {
+                    "textDocument": {
+                        "uri": (project / "notes.md").as_uri(),
+                        "languageId": "markdown",
+                        "version": 1,
+                        "text": "café 世界 🎉\n" * 100,
+                    }
+                },
+            }
+        )
+    )
     client.send_body(body({"id": 105, "method": "opencomposer/日本語🎉", "params": {}}))
     assert client.receive() == error(105, -32601)
 
-    for msg_id, head in ((106, b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; "
-                               b"charset=utf-8\r\n\r\n"),
-                         (107, b"Content-Type: application/vscode-jsonrpc; charset=utf8\r\n"
-                               b"content-length: %d\r\nX-Unknown: yes\r\n\r\n")):
+    for msg_id, head in (
+        (
+            106,
+            b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; "
+            b"charset=utf-8\r\n\r\n",
+        ),
+        (
+            107,
+            b"Content-Type: application/vscode-jsonrpc; charset=utf8\r\n"
+            b"content-length: %d\r\nX-Unknown: yes\r\n\r\n",
+        ),
+    ):
         client.send_raw(head % len(listing(msg_id)) + listing(msg_id))
         assert client.receive() == {**LISTED, "id": msg_id}
 
@@ -256,8 +301,12 @@ def serve_the_real_editor(port: int, project: Path, process: subprocess.Popen[by
     """The editor connects with the token, is served, and ends the process as it should."""
     editor = TcpConnection(port)
     client = editor.client
-    assert client.initialize(project, initializationOptions={"token": TOKEN})["result"][
-        "serverInfo"]["name"] == "opencomposer"
+    assert (
+        client.initialize(project, initializationOptions={"token": TOKEN})["result"]["serverInfo"][
+            "name"
+        ]
+        == "opencomposer"
+    )
     assert client.request("opencomposer/thread/list", {}) == LISTED
     assert client.request("shutdown") == {"jsonrpc": "2.0", "id": 3, "result": None}
     client.notify("exit")
@@ -267,16 +316,27 @@ def serve_the_real_editor(port: int, project: Path, process: subprocess.Popen[by
 
 HOSTILE = {
     "garbage": (GARBAGE, []),
-    "a wrong token": (request("initialize", initialize_params(
-        initializationOptions={"token": TOKEN[:-1]})), [error(
-            1, -32803, "a valid token is required in initializationOptions.token",
-            data={"kind": "unauthorized"})]),
-    "another request first": (request("opencomposer/thread/list", {}), [error(
-        1, -32002, "opencomposer/thread/list before initialize")]),
+    "a wrong token": (
+        request("initialize", initialize_params(initializationOptions={"token": TOKEN[:-1]})),
+        [
+            error(
+                1,
+                -32803,
+                "a valid token is required in initializationOptions.token",
+                data={"kind": "unauthorized"},
+            )
+        ],
+    ),
+    "another request first": (
+        request("opencomposer/thread/list", {}),
+        [error(1, -32002, "opencomposer/thread/list before initialize")],
+    ),
     "exit first": (frame(body({"method": "exit"})), []),
     "a browser's HTTP request": (
         b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n\r\n"
-        + request("initialize", initialize_params()), []),
+        + request("initialize", initialize_params()),
+        [],
+    ),
     "too big an initialize": (b"Content-Length: 300000\r\n\r\n", []),
     "a framing error": (b"Content-Length: -1\r\n\r\n", []),
 }
@@ -304,8 +364,9 @@ def test_connections_that_never_authenticate_are_closed_at_the_deadline(tcp_serv
     half_header = TcpConnection(port)
     half_header.socket.sendall(b"Content-Length: 60\r\nContent-Ty")
     half_body = TcpConnection(port)
-    half_body.socket.sendall(request("initialize", initialize_params(
-        initializationOptions={"token": TOKEN}))[:-3])
+    half_body.socket.sendall(
+        request("initialize", initialize_params(initializationOptions={"token": TOKEN}))[:-3]
+    )
 
     for hostile in (silent, half_header, half_body):
         assert hostile.client.until_closed() == []  # at the 10 s deadline
@@ -316,8 +377,7 @@ def test_connections_that_never_authenticate_are_closed_at_the_deadline(tcp_serv
     assert stderr.read_text().count("no initialize within 10 s") == 3
 
 
-def test_a_stranger_still_authenticating_is_closed_when_the_editor_is_let_in(tcp_server,
-                                                                             project):
+def test_a_stranger_still_authenticating_is_closed_when_the_editor_is_let_in(tcp_server, project):
     port, process, _ = tcp_server
     stranger = TcpConnection(port)
     exit_notification = frame(body({"method": "exit"}))

@@ -38,6 +38,7 @@ ROUNDS = 2000
 SECONDS = 3.0
 CALL_TIMEOUT = 30.0
 
+
 @dataclass
 class Scene:
     root: Path
@@ -54,10 +55,15 @@ class Scene:
     harness: ToolHarness
 
     def outside_files(self) -> dict[str, tuple[bytes, int]]:
-        return {str(p.relative_to(self.outside)): (p.read_bytes(), p.stat().st_mode)
-                for p in sorted(self.outside.rglob("*")) if p.is_file()} | {
-                   str(p.relative_to(self.outside)): (b"<dir>", 0)
-                   for p in self.outside.rglob("*") if p.is_dir()}
+        return {
+            str(p.relative_to(self.outside)): (p.read_bytes(), p.stat().st_mode)
+            for p in sorted(self.outside.rglob("*"))
+            if p.is_file()
+        } | {
+            str(p.relative_to(self.outside)): (b"<dir>", 0)
+            for p in self.outside.rglob("*")
+            if p.is_dir()
+        }
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         outcome = await asyncio.wait_for(self.harness.call(tool, args), CALL_TIMEOUT)
@@ -89,8 +95,11 @@ class Race:
 
 @contextlib.contextmanager
 def racing(mode: str, path: Path, target: Path) -> Iterator[Race]:
-    racer = subprocess.Popen([sys.executable, str(RACER), mode, str(path), str(target),
-                              str(SECONDS * 3)], stdout=subprocess.PIPE, text=True)
+    racer = subprocess.Popen(
+        [sys.executable, str(RACER), mode, str(path), str(target), str(SECONDS * 3)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     race = Race()
     try:
         assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
@@ -109,57 +118,70 @@ async def read_file(s: Scene, i: int) -> list[dict]:
 
 
 async def write_file(s: Scene, i: int) -> list[dict]:
-    return [await s.call("write_file", {"path": "sub/f.txt", "content": f"inside\n{i}\n",
-                                        "overwrite": True}),
-            await s.call("write_file", {"path": "sub/new.txt", "content": "x\n",
-                                        "overwrite": True})]
+    return [
+        await s.call(
+            "write_file", {"path": "sub/f.txt", "content": f"inside\n{i}\n", "overwrite": True}
+        ),
+        await s.call("write_file", {"path": "sub/new.txt", "content": "x\n", "overwrite": True}),
+    ]
 
 
 async def edit_file(s: Scene, i: int) -> list[dict]:
     # One of the two applies; the other fails, showing the closest lines of what it read.
-    return [await s.call("edit_file", {"path": "sub/f.txt", "old_string": old,
-                                       "new_string": new})
-            for old, new in (("inside", "INSIDE"), ("INSIDE", "inside"))]
+    return [
+        await s.call("edit_file", {"path": "sub/f.txt", "old_string": old, "new_string": new})
+        for old, new in (("inside", "INSIDE"), ("INSIDE", "inside"))
+    ]
 
 
 async def apply_patch(s: Scene, i: int) -> list[dict]:
     def update(old: str, new: str) -> str:
         return f"*** Begin Patch\n*** Update File: sub/f.txt\n@@\n-{old}\n+{new}\n*** End Patch"
+
     add = "*** Begin Patch\n*** Add File: sub/added.txt\n+x\n*** End Patch"
     delete = "*** Begin Patch\n*** Delete File: sub/added.txt\n*** End Patch"
-    return [await s.call("apply_patch", {"patch": patch})
-            for patch in (update("inside", "INSIDE"), update("INSIDE", "inside"), add, delete)]
+    return [
+        await s.call("apply_patch", {"patch": patch})
+        for patch in (update("inside", "INSIDE"), update("INSIDE", "inside"), add, delete)
+    ]
 
 
 async def delete_file(s: Scene, i: int) -> list[dict]:
-    return [await s.call("write_file", {"path": "sub/del.txt", "content": "x\n",
-                                        "overwrite": True}),
-            await s.call("delete_file", {"path": "sub/del.txt"})]
+    return [
+        await s.call("write_file", {"path": "sub/del.txt", "content": "x\n", "overwrite": True}),
+        await s.call("delete_file", {"path": "sub/del.txt"}),
+    ]
 
 
 async def move_file_source(s: Scene, i: int) -> list[dict]:
-    return [await s.call("write_file", {"path": "sub/m.txt", "content": "x\n",
-                                        "overwrite": True}),
-            await s.call("move_file", {"path": "sub/m.txt", "new_path": "top/m.txt"}),
-            await s.call("delete_file", {"path": "top/m.txt"})]
+    return [
+        await s.call("write_file", {"path": "sub/m.txt", "content": "x\n", "overwrite": True}),
+        await s.call("move_file", {"path": "sub/m.txt", "new_path": "top/m.txt"}),
+        await s.call("delete_file", {"path": "top/m.txt"}),
+    ]
 
 
 async def move_file_target(s: Scene, i: int) -> list[dict]:
-    return [await s.call("write_file", {"path": "top/t.txt", "content": "x\n",
-                                        "overwrite": True}),
-            await s.call("move_file", {"path": "top/t.txt", "new_path": "sub/t.txt"}),
-            await s.call("delete_file", {"path": "sub/t.txt"})]
+    return [
+        await s.call("write_file", {"path": "top/t.txt", "content": "x\n", "overwrite": True}),
+        await s.call("move_file", {"path": "top/t.txt", "new_path": "sub/t.txt"}),
+        await s.call("delete_file", {"path": "sub/t.txt"}),
+    ]
 
 
 async def grep(s: Scene, i: int) -> list[dict]:
-    return [await s.call("grep", {"pattern": "CANARY", "path": "sub/f.txt"}),
-            await s.call("grep", {"pattern": "CANARY", "path": "sub"}),
-            await s.call("grep", {"pattern": "CANARY"})]
+    return [
+        await s.call("grep", {"pattern": "CANARY", "path": "sub/f.txt"}),
+        await s.call("grep", {"pattern": "CANARY", "path": "sub"}),
+        await s.call("grep", {"pattern": "CANARY"}),
+    ]
 
 
 async def glob(s: Scene, i: int) -> list[dict]:
-    return [await s.call("glob", {"pattern": "*", "path": "sub"}),
-            await s.call("glob", {"pattern": "*"})]
+    return [
+        await s.call("glob", {"pattern": "*", "path": "sub"}),
+        await s.call("glob", {"pattern": "*"}),
+    ]
 
 
 async def outline(s: Scene, i: int) -> list[dict]:
@@ -167,8 +189,10 @@ async def outline(s: Scene, i: int) -> list[dict]:
 
 
 async def indexes(s: Scene, i: int) -> list[dict]:
-    return [await s.call("symbols", {"query": "canary"}),
-            await s.call("semantic_search", {"query": "canary return", "path": "sub"})]
+    return [
+        await s.call("symbols", {"query": "canary"}),
+        await s.call("semantic_search", {"query": "canary return", "path": "sub"}),
+    ]
 
 
 @dataclass(frozen=True)
@@ -199,8 +223,9 @@ TOOLS = {
     "grep": Tool(grep, "f.txt", ripgrep=True),
     "glob": Tool(glob, "f.txt", ripgrep=True, names_file=False),
     "symbols outline": Tool(outline, "f.py"),
-    "symbols and semantic indexes": Tool(indexes, "f.py", ripgrep=True, names_file=False,
-                                         warm_up=True),
+    "symbols and semantic indexes": Tool(
+        indexes, "f.py", ripgrep=True, names_file=False, warm_up=True
+    ),
 }
 VARIANTS = ("exchange folder", "replace folder", "exchange file")
 
@@ -221,8 +246,7 @@ def _leaks(scene: Scene, result: dict[str, Any]) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("name", TOOLS)
-async def test_a_racing_symlink_never_leads_a_tool_outside(scene: Scene, name: str,
-                                                           variant: str):
+async def test_a_racing_symlink_never_leads_a_tool_outside(scene: Scene, name: str, variant: str):
     tool = TOOLS[name]
     if tool.ripgrep and not probe_bubblewrap()[0]:
         pytest.skip("ripgrep is confined by the bubblewrap sandbox, unavailable here")
@@ -241,8 +265,11 @@ async def test_a_racing_symlink_never_leads_a_tool_outside(scene: Scene, name: s
             rounds += 1
     assert leaked == []
     assert scene.outside_files() == before
-    in_workspace = [p for p in scene.root.rglob("*") if p.is_file() and not p.is_symlink()
-                    and scene.token.encode() in p.read_bytes()]
+    in_workspace = [
+        p
+        for p in scene.root.rglob("*")
+        if p.is_file() and not p.is_symlink() and scene.token.encode() in p.read_bytes()
+    ]
     assert in_workspace == []
     # The race was real: the racer swapped, and calls met the swapped path and were refused.
     assert race.swaps >= 100
@@ -253,8 +280,6 @@ async def test_a_racing_symlink_never_leads_a_tool_outside(scene: Scene, name: s
 # --------------------------------------------------------------------------- static cases
 
 
-
-
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
     folder = tmp_path / "outside"
@@ -263,8 +288,7 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-async def test_a_symlink_pointing_out_is_refused_for_every_use(harness, root: Path,
-                                                               outside: Path):
+async def test_a_symlink_pointing_out_is_refused_for_every_use(harness, root: Path, outside: Path):
     os.symlink(outside, root / "out")
     os.symlink(outside / "secret.txt", root / "secret-link.txt")
     os.symlink(outside / "missing.txt", root / "dangling-out.txt")
@@ -296,8 +320,9 @@ async def test_symlinks_inside_the_workspace_work(harness, root: Path):
     os.symlink("real/later.txt", root / "dangling-in.txt")
     read = await harness.call("read_file", {"path": "alias/a.txt"})
     assert read.ok and "alpha" in read.text and read.fields["path"] == "real/a.txt"
-    edit = await harness.call("edit_file", {"path": "a-link.txt", "old_string": "alpha",
-                                            "new_string": "beta"})
+    edit = await harness.call(
+        "edit_file", {"path": "a-link.txt", "old_string": "alpha", "new_string": "beta"}
+    )
     assert edit.ok, edit.text
     assert (root / "real/a.txt").read_text() == "beta\n" and (root / "a-link.txt").is_symlink()
     missing = await harness.call("read_file", {"path": "dangling-in.txt"})
@@ -311,17 +336,26 @@ async def test_a_loop_of_symlinks_is_a_clear_error(harness, root: Path):
     os.symlink("b", root / "a")
     os.symlink("a", root / "b")
     outcome = await harness.call("read_file", {"path": "a/x.txt"})
-    assert outcome.text == ("Error (invalid_arguments): a/x.txt: its symbolic links form "
-                            "a loop")
+    assert outcome.text == ("Error (invalid_arguments): a/x.txt: its symbolic links form a loop")
 
 
-@pytest.mark.parametrize("path", ["sub/../../outside/secret.txt", "../outside/secret.txt",
-                                  "sub/../sub/../../outside", "./sub/./../..", "/etc/passwd"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "sub/../../outside/secret.txt",
+        "../outside/secret.txt",
+        "sub/../sub/../../outside",
+        "./sub/./../..",
+        "/etc/passwd",
+    ],
+)
 async def test_dot_dot_chains_cannot_climb_out(harness, root: Path, outside: Path, path: str):
     (root / "sub").mkdir()
-    for tool, args in (("read_file", {"path": path}),
-                       ("write_file", {"path": path, "content": "x", "overwrite": True}),
-                       ("grep", {"pattern": "SECRET", "path": path})):
+    for tool, args in (
+        ("read_file", {"path": path}),
+        ("write_file", {"path": path, "content": "x", "overwrite": True}),
+        ("grep", {"pattern": "SECRET", "path": path}),
+    ):
         outcome = await harness.call(tool, args)
         assert outcome.error.kind == "denied", (tool, outcome.text)
     assert (outside / "secret.txt").read_text() == "SECRET\n"
@@ -335,15 +369,17 @@ async def test_dot_dot_that_stays_inside_works(harness, root: Path):
 
 
 async def test_a_hard_link_is_read_as_the_file_it_names_and_written_as_a_new_one(
-        harness, root: Path, outside: Path):
+    harness, root: Path, outside: Path
+):
     """The decision for hard links (beneath.py): one is another name of the same file, so
     reading it reads that file: confinement is of paths, and the sandbox cannot make such a
     link (the workspace is its own mount). Changing one replaces the workspace's name only."""
     os.link(outside / "secret.txt", root / "hard.txt")
     read = await harness.call("read_file", {"path": "hard.txt"})
     assert read.ok and "SECRET" in read.text
-    write = await harness.call("write_file", {"path": "hard.txt", "content": "mine\n",
-                                              "overwrite": True})
+    write = await harness.call(
+        "write_file", {"path": "hard.txt", "content": "mine\n", "overwrite": True}
+    )
     assert write.ok, write.text
     assert (root / "hard.txt").read_text() == "mine\n"
     assert (outside / "secret.txt").read_text() == "SECRET\n"
@@ -355,15 +391,16 @@ async def test_a_hard_link_is_read_as_the_file_it_names_and_written_as_a_new_one
 async def test_a_fifo_is_refused_without_blocking(harness, root: Path):
     os.mkfifo(root / "pipe")
     (root / "a.txt").write_text("needle\n")
-    for tool, args in (("read_file", {"path": "pipe"}),
-                       ("grep", {"pattern": "needle", "path": "pipe"}),
-                       ("symbols", {"path": "pipe"}),
-                       ("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"})):
+    for tool, args in (
+        ("read_file", {"path": "pipe"}),
+        ("grep", {"pattern": "needle", "path": "pipe"}),
+        ("symbols", {"path": "pipe"}),
+        ("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"}),
+    ):
         outcome = await asyncio.wait_for(harness.call(tool, args), CALL_TIMEOUT)
         assert not outcome.ok, (tool, outcome.text)
         assert outcome.error.kind in ("invalid_arguments", "not_found"), (tool, outcome.text)
-    everything = await asyncio.wait_for(harness.call("grep", {"pattern": "needle"}),
-                                        CALL_TIMEOUT)
+    everything = await asyncio.wait_for(harness.call("grep", {"pattern": "needle"}), CALL_TIMEOUT)
     assert everything.text == "a.txt:1:needle"
 
 
@@ -385,19 +422,25 @@ def umask_027():
 
 
 async def test_new_files_follow_the_umask_and_existing_ones_keep_their_mode(
-        harness, root: Path, umask_027):
+    harness, root: Path, umask_027
+):
     (root / "private.txt").write_text("a\n")
     (root / "private.txt").chmod(0o600)
     (root / "tool.sh").write_text("echo a\n")
     (root / "tool.sh").chmod(0o755)
     for path in ("new/dir/created.txt", "private.txt", "tool.sh"):
-        outcome = await harness.call("write_file", {"path": path, "content": "b\n",
-                                                    "overwrite": True})
+        outcome = await harness.call(
+            "write_file", {"path": path, "content": "b\n", "overwrite": True}
+        )
         assert outcome.ok, outcome.text
 
     def mode(path: str) -> int:
         return stat.S_IMODE((root / path).stat().st_mode)
 
-    assert (mode("new/dir/created.txt"), mode("new/dir"), mode("private.txt"),
-            mode("tool.sh")) == (0o640, 0o750, 0o600, 0o755)
+    assert (mode("new/dir/created.txt"), mode("new/dir"), mode("private.txt"), mode("tool.sh")) == (
+        0o640,
+        0o750,
+        0o600,
+        0o755,
+    )
     assert [p.name for p in root.rglob(".*.tmp")] == []

@@ -52,10 +52,10 @@ BOMBS = {
     # The finding's bomb; the shell stays, so the limit, not the shell's exit, ends it.
     "bash": "b(){ b|b & }; b; sleep 60 # MARKER",
     "python fork": PY + " -c 'import os\nwhile True:\n try: os.fork()\n except OSError: pass'"
-                        " MARKER",
+    " MARKER",
     "threads": PY + " -c 'import threading, time\nwhile True:\n try: threading.Thread("
-                    "target=time.sleep, args=(60,), daemon=True).start()\n except RuntimeError:"
-                    " pass' MARKER",
+    "target=time.sleep, args=(60,), daemon=True).start()\n except RuntimeError:"
+    " pass' MARKER",
     # Leaves the command's session and process group, and forks from there.
     "setsid": "setsid -f bash -c 'b(){ b|b & }; b; sleep 60 # MARKER'; sleep 60 # MARKER",
     "double fork": "( ( b(){ b|b & }; b; sleep 60 # MARKER\n) & ); sleep 60 # MARKER",
@@ -82,8 +82,13 @@ def workspace(tmp_path: Path) -> Path:
     return folder
 
 
-def make_sandbox(kind: str, request: pytest.FixtureRequest, workspace: Path, tmp_path: Path,
-                 settings: SandboxSettings = SMALL) -> Sandbox:
+def make_sandbox(
+    kind: str,
+    request: pytest.FixtureRequest,
+    workspace: Path,
+    tmp_path: Path,
+    settings: SandboxSettings = SMALL,
+) -> Sandbox:
     if kind == "fallback":
         return FallbackSandbox(settings=settings)
     masked = default_masked_paths(Path.home(), tmp_path / "data")
@@ -91,11 +96,13 @@ def make_sandbox(kind: str, request: pytest.FixtureRequest, workspace: Path, tmp
 
 
 @pytest.fixture
-async def jobs(kind: str, request: pytest.FixtureRequest, workspace: Path,
-               tmp_path: Path) -> AsyncIterator[JobManager]:
+async def jobs(
+    kind: str, request: pytest.FixtureRequest, workspace: Path, tmp_path: Path
+) -> AsyncIterator[JobManager]:
     env, _ = scrub_environment(os.environ)
-    manager = JobManager(make_sandbox(kind, request, workspace, tmp_path), workspace, env,
-                         Redactor())
+    manager = JobManager(
+        make_sandbox(kind, request, workspace, tmp_path), workspace, env, Redactor()
+    )
     yield manager
     await manager.close()
 
@@ -107,8 +114,11 @@ def marker() -> str:
 
 def our_cgroups() -> list[Path]:
     """Cgroups this test process has made and not removed."""
-    return [child for parent in find_cgroups().folders
-            for child in parent.glob(f"{PREFIX}{os.getpid()}-*")]
+    return [
+        child
+        for parent in find_cgroups().folders
+        for child in parent.glob(f"{PREFIX}{os.getpid()}-*")
+    ]
 
 
 class Responsiveness:
@@ -139,8 +149,11 @@ class Responsiveness:
             self.host_command.append(time.monotonic() - started)
             await asyncio.sleep(0.2)
 
-    async def during(self, attack: Callable[[], "asyncio.Future[CommandResult]"],
-                     record: Callable[[str, object], None]) -> CommandResult:
+    async def during(
+        self,
+        attack: Callable[[], "asyncio.Future[CommandResult]"],
+        record: Callable[[str, object], None],
+    ) -> CommandResult:
         tasks = [asyncio.create_task(self._tick()), asyncio.create_task(self._host())]
         started = time.monotonic()
         try:
@@ -173,26 +186,36 @@ async def assert_gone(marker: str) -> None:
 
 @pytest.mark.parametrize("bomb", BOMBS)
 async def test_bomb_is_killed_and_leaves_nothing(
-    cgroups: Cgroups, jobs: JobManager, workspace: Path, bomb: str, marker: str,
+    cgroups: Cgroups,
+    jobs: JobManager,
+    workspace: Path,
+    bomb: str,
+    marker: str,
     record_property: Callable[[str, object], None],
 ) -> None:
     command = BOMBS[bomb].replace("MARKER", marker)
     async with asyncio.timeout(60):
         result = await Responsiveness().during(
-            lambda: jobs.run(command, cwd=workspace, timeout=30), record_property)
+            lambda: jobs.run(command, cwd=workspace, timeout=30), record_property
+        )
     assert (result.running, result.limit) == (False, PROCESSES)
     assert result.output.endswith(
-        "[killed: reached the limit of 64 processes (tools.sandbox.max_processes)]")
+        "[killed: reached the limit of 64 processes (tools.sandbox.max_processes)]"
+    )
     await assert_gone(marker)
 
 
 async def test_background_bomb_is_killed(
-    cgroups: Cgroups, jobs: JobManager, workspace: Path, marker: str,
+    cgroups: Cgroups,
+    jobs: JobManager,
+    workspace: Path,
+    marker: str,
     record_property: Callable[[str, object], None],
 ) -> None:
     async def attack() -> CommandResult:
-        started = await jobs.run(BOMBS["bash"].replace("MARKER", marker), cwd=workspace,
-                                 background=True)
+        started = await jobs.run(
+            BOMBS["bash"].replace("MARKER", marker), cwd=workspace, background=True
+        )
         if not started.running:
             return started
         assert started.job_id is not None
@@ -237,8 +260,9 @@ async def test_escaped_leftovers_are_stopped_when_the_command_ends(
     """A process that left the command's session outlives a process-group kill; the
     cgroup still holds it."""
     async with asyncio.timeout(30):
-        result = await jobs.run(f"setsid -f bash -c 'sleep 60 # {marker}'; echo started",
-                              cwd=workspace)
+        result = await jobs.run(
+            f"setsid -f bash -c 'sleep 60 # {marker}'; echo started", cwd=workspace
+        )
     assert (result.exit_code, result.output, result.limit) == (0, "started\n", None)
     await assert_gone(marker)
 
@@ -286,8 +310,11 @@ def test_cgroups_of_a_dead_server_are_swept(cgroups: Cgroups) -> None:
     dead.wait()
     live = subprocess.Popen(["sleep", "30"])
     try:
-        made = [parent / f"{PREFIX}{pid}-left" for parent in cgroups.folders
-                for pid in (dead.pid, live.pid)]
+        made = [
+            parent / f"{PREFIX}{pid}-left"
+            for parent in cgroups.folders
+            for pid in (dead.pid, live.pid)
+        ]
         for folder in made:
             folder.mkdir()
         find_cgroups.cache_clear()
@@ -304,11 +331,12 @@ def test_cgroups_of_a_dead_server_are_swept(cgroups: Cgroups) -> None:
 # ---------------------------------------------------------------------------- every mode
 
 
-async def test_large_file_fails_without_filling_the_disk(jobs: JobManager,
-                                                         workspace: Path) -> None:
-    writer = (f"{PY} -c 'f = open(\"big\", \"wb\")\nfor _ in range(4): f.write(bytes(1 << 20))'"
-              " 2>&1 | tail -1; head -c 3000000 /dev/zero > big2; echo $?;"
-              " ulimit -f unlimited 2>/dev/null || echo cannot raise")
+async def test_large_file_fails_without_filling_the_disk(jobs: JobManager, workspace: Path) -> None:
+    writer = (
+        f'{PY} -c \'f = open("big", "wb")\nfor _ in range(4): f.write(bytes(1 << 20))\''
+        " 2>&1 | tail -1; head -c 3000000 /dev/zero > big2; echo $?;"
+        " ulimit -f unlimited 2>/dev/null || echo cannot raise"
+    )
     async with asyncio.timeout(30):
         result = await jobs.run(writer, cwd=workspace)
     lines = result.output.splitlines()
@@ -319,9 +347,11 @@ async def test_large_file_fails_without_filling_the_disk(jobs: JobManager,
 
 
 async def test_build_like_command_is_unaffected(jobs: JobManager, workspace: Path) -> None:
-    build = ("for i in $(seq 20); do (echo $i > out$i; sleep 0.2) & done; wait;"
-             f" {PY} -c 'import subprocess; [subprocess.run([\"true\"]) for _ in range(20)]';"
-             " cat out* | wc -l")
+    build = (
+        "for i in $(seq 20); do (echo $i > out$i; sleep 0.2) & done; wait;"
+        f" {PY} -c 'import subprocess; [subprocess.run([\"true\"]) for _ in range(20)]';"
+        " cat out* | wc -l"
+    )
     async with asyncio.timeout(30):
         result = await jobs.run(build, cwd=workspace)
     assert (result.exit_code, result.output.strip(), result.limit) == (0, "20", None)
@@ -333,8 +363,9 @@ async def test_forced_rlimit_fallback(workspace: Path) -> None:
     the process limit is not enforced."""
     settings = SMALL.model_copy(update={"max_cpu_seconds": 1})
     sandbox = FallbackSandbox(settings=settings)
-    sandbox.limits = ResourceLimits(settings, user_namespace=False,
-                                    cgroups=Cgroups(reason="forced by the test"))
+    sandbox.limits = ResourceLimits(
+        settings, user_namespace=False, cgroups=Cgroups(reason="forced by the test")
+    )
     described = {limit.name: limit for limit in sandbox.limits.describe()}
     assert described["processes"].enforced_by is None
     assert "NOT enforced: no cgroup (forced by the test)" in described["processes"].detail
@@ -344,8 +375,9 @@ async def test_forced_rlimit_fallback(workspace: Path) -> None:
     jobs = JobManager(sandbox, workspace, env, Redactor())
     try:
         async with asyncio.timeout(30):
-            hog = await jobs.run(f"{PY} -c 'x = bytearray(512 * 1024 * 1024)' 2>&1 | tail -1",
-                                 cwd=workspace)
+            hog = await jobs.run(
+                f"{PY} -c 'x = bytearray(512 * 1024 * 1024)' 2>&1 | tail -1", cwd=workspace
+            )
             spin = await jobs.run(f"{PY} -c 'while True: pass'", cwd=workspace)
             limits = await jobs.run("ulimit -v; ulimit -f; ulimit -t; ulimit -c", cwd=workspace)
     finally:
@@ -404,8 +436,9 @@ def test_process_rlimit_in_the_user_namespace_as_an_unprivileged_user(
     setpriv = shutil.which("setpriv")
     if os.geteuid() == 0 and setpriv is None:
         pytest.skip("setpriv (util-linux) is needed to run as nobody")
-    as_user = ([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-               if os.geteuid() == 0 else [])
+    as_user = (
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    )
     if find_program("prlimit") is None:
         pytest.skip("prlimit (util-linux) not found")
     # The forks run on the system's Python: the tests' own may lie in a folder only root reads.
@@ -427,8 +460,12 @@ def test_process_rlimit_in_the_user_namespace_as_an_unprivileged_user(
     try:
         probe = subprocess.run(
             [*as_user, sys.executable, str(script), str(workspace), str(bwrap), system_python],
-            capture_output=True, text=True, timeout=60, cwd=workspace,
-            env={"PATH": os.environ["PATH"], "HOME": str(workspace)})
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=workspace,
+            env={"PATH": os.environ["PATH"], "HOME": str(workspace)},
+        )
     finally:
         for other in others:
             other.kill()

@@ -6,11 +6,12 @@ import shutil
 import pytest
 
 sync_api = pytest.importorskip(
-    "playwright.sync_api",
-    reason="the playwright package is not installed (pip install playwright)")
+    "playwright.sync_api", reason="the playwright package is not installed (pip install playwright)"
+)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRES_CHROMIUM = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None,
-                       reason="no chromium on PATH (Debian: apt-get install chromium)"),
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium)"
+    ),
 ]

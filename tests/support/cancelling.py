@@ -7,8 +7,9 @@ from contextlib import aclosing
 import pytest
 
 
-async def cancel_after_first_event(open_stream: Callable[[], AsyncIterator], *,
-                                   timeout: float = 30) -> None:
+async def cancel_after_first_event(
+    open_stream: Callable[[], AsyncIterator], *, timeout: float = 30
+) -> None:
     """Consume `open_stream()` in a task, cancel the task once an event has arrived, and check
     the cancellation reaches the consumer (the stream is closed on the way out)."""
     first = asyncio.Event()

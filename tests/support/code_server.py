@@ -27,9 +27,11 @@ STARTUP_S = 60
 
 def require_installed() -> None:
     """Skip (fail in CI) where code-server or the packaged extension is not there."""
-    missing = [f"{path.relative_to(REPO)} ({how})" for path, how in
-               ((BINARY, "make test installs it"), (VSIX, "make vscode builds it"))
-               if not path.exists()]
+    missing = [
+        f"{path.relative_to(REPO)} ({how})"
+        for path, how in ((BINARY, "make test installs it"), (VSIX, "make vscode builds it"))
+        if not path.exists()
+    ]
     if not missing:
         return
     message = "no real VS Code to test in: missing " + ", ".join(missing)
@@ -76,33 +78,64 @@ class CodeServer:
         for folder in (self.home, self.user_data / "User", self.extensions):
             folder.mkdir(parents=True, exist_ok=True)
         (self.user_data / "User" / "settings.json").write_text(
-            json.dumps(user_settings(engine_url), indent=2))
+            json.dumps(user_settings(engine_url), indent=2)
+        )
 
     @property
     def env(self) -> dict[str, str]:
-        env = {name: value for name, value in os.environ.items()
-               if not name.startswith(("OPENCOMPOSER_", "VSCODE_"))}
-        return {**env, "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config"),
-                "XDG_DATA_HOME": str(self.home / ".local/share"),
-                "XDG_CACHE_HOME": str(self.home / ".cache"), "EXTENSIONS_GALLERY": "{}",
-                "OPENCOMPOSER_HOME": str(self.data)}
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("OPENCOMPOSER_", "VSCODE_"))
+        }
+        return {
+            **env,
+            "HOME": str(self.home),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local/share"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "EXTENSIONS_GALLERY": "{}",
+            "OPENCOMPOSER_HOME": str(self.data),
+        }
 
     def _command(self, *arguments: str) -> list[str]:
-        return [str(BINARY), "--user-data-dir", str(self.user_data),
-                "--extensions-dir", str(self.extensions), *arguments]
+        return [
+            str(BINARY),
+            "--user-data-dir",
+            str(self.user_data),
+            "--extensions-dir",
+            str(self.extensions),
+            *arguments,
+        ]
 
     def install(self, vsix: Path) -> None:
-        done = subprocess.run(self._command("--install-extension", str(vsix)), env=self.env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            self._command("--install-extension", str(vsix)),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0 and "successfully installed" in done.stdout, done
 
     def start(self) -> None:
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen(self._command(
-                "--auth", "none", "--bind-addr", f"127.0.0.1:{self.port}", "--disable-telemetry",
-                "--disable-update-check", "--disable-workspace-trust",
-                "--disable-getting-started-override"),
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self._command(
+                    "--auth",
+                    "none",
+                    "--bind-addr",
+                    f"127.0.0.1:{self.port}",
+                    "--disable-telemetry",
+                    "--disable-update-check",
+                    "--disable-workspace-trust",
+                    "--disable-getting-started-override",
+                ),
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + STARTUP_S
         while "HTTP server listening" not in self.log.read_text(errors="replace"):
             assert self.process.poll() is None, self.log.read_text(errors="replace")
@@ -114,8 +147,10 @@ class CodeServer:
 
     def output_channel(self) -> str:
         """The extension's output channel, as the newest extension host wrote it to disk."""
-        logs = sorted(self.user_data.glob("logs/*/exthost*/opencomposer.opencomposer/*.log"),
-                      key=lambda path: path.stat().st_mtime)
+        logs = sorted(
+            self.user_data.glob("logs/*/exthost*/opencomposer.opencomposer/*.log"),
+            key=lambda path: path.stat().st_mtime,
+        )
         return logs[-1].read_text(errors="replace") if logs else ""
 
     def servers(self, folder: Path) -> list[int]:
@@ -127,8 +162,11 @@ class CodeServer:
                 cwd = os.readlink(entry / "cwd")
             except (OSError, ValueError):
                 continue
-            if b"lsp" in command and any(part.endswith(b"opencomposer") for part in command) \
-                    and Path(cwd) == folder:
+            if (
+                b"lsp" in command
+                and any(part.endswith(b"opencomposer") for part in command)
+                and Path(cwd) == folder
+            ):
                 found.append(int(entry.name))
         return found
 

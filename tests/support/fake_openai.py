@@ -64,25 +64,47 @@ class Compose:
 
     def events(self) -> list[bytes]:
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-            body = {"id": "chatcmpl-c", "object": "chat.completion.chunk", "model": "fake-model",
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            body = {
+                "id": "chatcmpl-c",
+                "object": "chat.completion.chunk",
+                "model": "fake-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
             return f"data: {json.dumps(body)}\n\n".encode()
 
         events = [chunk({"role": "assistant", "content": ""})]
-        events += [chunk({"content": self.text[i:i + 5]}) for i in range(0, len(self.text), 5)]
+        events += [chunk({"content": self.text[i : i + 5]}) for i in range(0, len(self.text), 5)]
         for index, (name, arguments) in enumerate(self.calls):
             text = json.dumps(arguments)
             half = len(text) // 2
-            events.append(chunk({"tool_calls": [{"index": index, "id": f"call_{index}",
-                                                 "type": "function",
-                                                 "function": {"name": name, "arguments": ""}}]}))
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": f"call_{index}",
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
             for piece in (text[:half], text[half:]):
-                events.append(chunk({"tool_calls": [{"index": index,
-                                                     "function": {"arguments": piece}}]}))
+                events.append(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
         events.append(chunk({}, "tool_calls" if self.calls else "stop"))
         usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
-        final = {"id": "chatcmpl-c", "object": "chat.completion.chunk", "model": "fake-model",
-                 "choices": [], "usage": usage}
+        final = {
+            "id": "chatcmpl-c",
+            "object": "chat.completion.chunk",
+            "model": "fake-model",
+            "choices": [],
+            "usage": usage,
+        }
         events.append(f"data: {json.dumps(final)}\n\n".encode())
         return [*events, DONE]
 
@@ -95,16 +117,25 @@ class Fill:
 
     def events(self) -> list[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-            body = {"id": "cmpl-f", "object": "text_completion", "model": "fake-model",
-                    "choices": choices, **extra}
+            body = {
+                "id": "cmpl-f",
+                "object": "text_completion",
+                "model": "fake-model",
+                "choices": choices,
+                **extra,
+            }
             return f"data: {json.dumps(body)}\n\n".encode()
 
         def piece(text: str, finish: str | None = None) -> bytes:
             return chunk([{"index": 0, "text": text, "finish_reason": finish}])
 
         usage = {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
-        return [*(piece(self.text[i:i + 4]) for i in range(0, len(self.text), 4)),
-                piece("", "stop"), chunk([], usage=usage), DONE]
+        return [
+            *(piece(self.text[i : i + 4]) for i in range(0, len(self.text), 4)),
+            piece("", "stop"),
+            chunk([], usage=usage),
+            DONE,
+        ]
 
 
 Scenario = Replay | Status | Endless | Compose | Fill
@@ -113,8 +144,9 @@ Scenario = Replay | Status | Endless | Compose | Fill
 @dataclass
 class FakeOpenAI:
     models: list[dict[str, Any]] = field(
-        default_factory=lambda: [{"id": "fake-model", "object": "model", "owned_by": "tests",
-                                  "max_model_len": 8192}]
+        default_factory=lambda: [
+            {"id": "fake-model", "object": "model", "owned_by": "tests", "max_model_len": 8192}
+        ]
     )
     scenarios: deque[Scenario] = field(default_factory=deque)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -157,8 +189,9 @@ class FakeOpenAI:
         finally:
             writer.close()
 
-    async def _one_request(self, reader: asyncio.StreamReader,
-                           writer: asyncio.StreamWriter) -> bool:
+    async def _one_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
         line = await reader.readline()
         if not line:
             return False
@@ -172,11 +205,15 @@ class FakeOpenAI:
             await self._json(writer, 200, {"object": "list", "data": self.models})
             return True
         if method == "POST" and target.endswith("/completions"):  # chat and text
-            self.requests.append({"headers": headers, "body": json.loads(body),
-                                  "path": target})
+            self.requests.append({"headers": headers, "body": json.loads(body), "path": target})
             text_completion = not target.endswith("/chat/completions")
-            scenario = (self.fill if text_completion and self.fill is not None
-                        else self.scenarios.popleft() if self.scenarios else None)
+            scenario = (
+                self.fill
+                if text_completion and self.fill is not None
+                else self.scenarios.popleft()
+                if self.scenarios
+                else None
+            )
             if scenario is None:
                 await self._json(writer, 500, {"error": {"message": "no scenario queued"}})
                 return True
@@ -191,12 +228,15 @@ class FakeOpenAI:
         body = json.dumps(payload).encode()
         writer.write(
             f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
         )
         await writer.drain()
 
     async def _stream(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
         scenario: Replay | Endless | Compose | Fill,
     ) -> bool:
         writer.write(
@@ -252,8 +292,12 @@ class FakeOpenAI:
     async def _endless(
         self, writer: asyncio.StreamWriter, scenario: Endless, hangup: asyncio.Future
     ) -> None:
-        chunk = {"id": "x", "object": "chat.completion.chunk", "model": "fake-model",
-                 "choices": [{"index": 0, "delta": {"content": "tick "}, "finish_reason": None}]}
+        chunk = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "model": "fake-model",
+            "choices": [{"index": 0, "delta": {"content": "tick "}, "finish_reason": None}],
+        }
         data = f"data: {json.dumps(chunk)}\n\n".encode()
         while not hangup.done():
             try:

@@ -89,13 +89,14 @@ class Buffer:
         """The LSP position of a character offset, in the negotiated encoding."""
         before = self.text[:offset]
         line_start = before.rfind("\n") + 1
-        return lsp.Position(line=before.count("\n"),
-                            character=units(before[line_start:], self.encoding))
+        return lsp.Position(
+            line=before.count("\n"), character=units(before[line_start:], self.encoding)
+        )
 
     def offset(self, position: lsp.Position) -> int:
         """The character offset of an LSP position in the negotiated encoding."""
         lines = self.text.splitlines(keepends=True)
-        start = sum(len(line) for line in lines[:position.line])
+        start = sum(len(line) for line in lines[: position.line])
         line = lines[position.line] if position.line < len(lines) else ""
         column = 0
         while column < len(line) and units(line[:column], self.encoding) < position.character:
@@ -105,8 +106,8 @@ class Buffer:
     def replace(self, start: int, end: int, new_text: str) -> lsp.TextDocumentContentChangeEvent:
         """Change the text; the incremental change event that describes it."""
         change = lsp.TextDocumentContentChangePartial(
-            range=lsp.Range(start=self.position(start), end=self.position(end)),
-            text=new_text)
+            range=lsp.Range(start=self.position(start), end=self.position(end)), text=new_text
+        )
         self.text = self.text[:start] + new_text + self.text[end:]
         return change
 
@@ -157,9 +158,13 @@ class Editor:
         path = (self.workspace / relative).resolve()
         buffer = Buffer(path, path.read_text(), self.encoding)
         self.buffers[buffer.uri] = buffer
-        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-            text_document=lsp.TextDocumentItem(uri=buffer.uri, language_id=language,
-                                               version=buffer.version, text=buffer.text)))
+        self.client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(
+                text_document=lsp.TextDocumentItem(
+                    uri=buffer.uri, language_id=language, version=buffer.version, text=buffer.text
+                )
+            )
+        )
         return buffer
 
     def type(self, buffer: Buffer, old: str, new: str) -> None:
@@ -170,32 +175,40 @@ class Editor:
     def save(self, buffer: Buffer) -> None:
         """The user saves: the buffer goes to disk."""
         buffer.path.write_text(buffer.text)
-        self.client.text_document_did_save(lsp.DidSaveTextDocumentParams(
-            text_document=lsp.TextDocumentIdentifier(uri=buffer.uri)))
+        self.client.text_document_did_save(
+            lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=buffer.uri))
+        )
 
-    def _changed(self, buffer: Buffer, changes: list[lsp.TextDocumentContentChangeEvent]
-                 ) -> None:
+    def _changed(self, buffer: Buffer, changes: list[lsp.TextDocumentContentChangeEvent]) -> None:
         buffer.version += 1
-        self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
-            text_document=lsp.VersionedTextDocumentIdentifier(uri=buffer.uri,
-                                                              version=buffer.version),
-            content_changes=changes))
+        self.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(
+                    uri=buffer.uri, version=buffer.version
+                ),
+                content_changes=changes,
+            )
+        )
 
     def apply_edit(self, params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
         """`workspace/applyEdit`: apply to the buffers and report the change with `didChange`
         (before or after the answer, see `change_before_answer`)."""
         self.edits.append(params)
         if not self.accept_edits:
-            return lsp.ApplyWorkspaceEditResult(applied=False,
-                                                failure_reason="the buffer is read-only")
+            return lsp.ApplyWorkspaceEditResult(
+                applied=False, failure_reason="the buffer is read-only"
+            )
         for uri, edits in text_edits(params.edit):
             buffer = self.buffers[uri]
             # Edits are relative to the text before any of them: apply from the bottom up,
             # which also makes the didChange events valid in sequence.
-            ordered = sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character),
-                             reverse=True)
-            changes = [buffer.replace(buffer.offset(e.range.start), buffer.offset(e.range.end),
-                                      e.new_text) for e in ordered]
+            ordered = sorted(
+                edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True
+            )
+            changes = [
+                buffer.replace(buffer.offset(e.range.start), buffer.offset(e.range.end), e.new_text)
+                for e in ordered
+            ]
             if self.change_before_answer:
                 self._changed(buffer, changes)
             else:  # the answer goes out when this returns; the change right after it
@@ -215,8 +228,7 @@ class Editor:
             raise
         raise AssertionError("unreachable: the wait ends only by cancellation")
 
-    def answer_message_request(self, params: lsp.ShowMessageRequestParams
-                               ) -> lsp.MessageActionItem:
+    def answer_message_request(self, params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
         """`window/showMessageRequest`: the button `message_choice`."""
         self.message_requests.append(params)
         return lsp.MessageActionItem(title=self.message_choice)
@@ -245,8 +257,9 @@ class Editor:
 
         self.client.report_server_error = record  # type: ignore[method-assign]
         converter = self.client.protocol._converter
-        converter.register_structure_hook(lsp.Command | lsp.CodeAction, functools.partial(
-            _command_or_code_action, converter))
+        converter.register_structure_hook(
+            lsp.Command | lsp.CodeAction, functools.partial(_command_or_code_action, converter)
+        )
 
     # ------------------------------------------------------------------ the agent protocol
 
@@ -260,36 +273,46 @@ class Editor:
         return result["thread"]["id"]
 
     async def start_turn(self, thread_id: str, text: str) -> str:
-        result = await self.request("turn/start", {
-            "thread_id": thread_id, "input": [{"type": "text", "text": text}]})
+        result = await self.request(
+            "turn/start", {"thread_id": thread_id, "input": [{"type": "text", "text": text}]}
+        )
         return result["turn"]["id"]
 
     async def turn_completed(self, turn_id: str) -> dict[str, Any]:
         """Wait for the turn's `turn.completed` event; the turn it carries."""
-        event = await until(lambda: next(
-            (e for e in self.events
-             if e["type"] == "turn.completed" and e["turn"]["id"] == turn_id), None),
-            f"turn {turn_id} to complete")
+        event = await until(
+            lambda: next(
+                (
+                    e
+                    for e in self.events
+                    if e["type"] == "turn.completed" and e["turn"]["id"] == turn_id
+                ),
+                None,
+            ),
+            f"turn {turn_id} to complete",
+        )
         return event["turn"]
 
     def items(self, kind: str, *, event: str = "item.completed") -> list[dict[str, Any]]:
         """Items of a type, as carried by their `item.completed` (or other) events."""
-        return [e["item"] for e in self.events
-                if e["type"] == event and e["item"]["type"] == kind]
+        return [e["item"] for e in self.events if e["type"] == event and e["item"]["type"] == kind]
 
 
 def _plain_handler(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """pygls marks its handlers with attributes, which a bound method cannot take; and it
     awaits a handler only if the function itself is a coroutine function."""
     if inspect.iscoroutinefunction(handler):
+
         async def run_async(params: Any) -> Any:
             return await handler(params)
+
         return run_async
     return lambda params: handler(params)
 
 
-def _command_or_code_action(converter: Any, value: dict[str, Any], _: Any
-                            ) -> lsp.Command | lsp.CodeAction:
+def _command_or_code_action(
+    converter: Any, value: dict[str, Any], _: Any
+) -> lsp.Command | lsp.CodeAction:
     """lsprotocol (2025.0.0) reads any code action with a `command` as a Command, turning the
     CodeAction's command object into a string: a Command's `command` is the string."""
     kind = lsp.Command if isinstance(value.get("command"), str) else lsp.CodeAction
@@ -299,6 +322,9 @@ def _command_or_code_action(converter: Any, value: dict[str, Any], _: Any
 def text_edits(edit: lsp.WorkspaceEdit) -> list[tuple[str, list[lsp.TextEdit]]]:
     """(uri, edits) of a workspace edit in either of its shapes."""
     if edit.document_changes is not None:
-        return [(change.text_document.uri, list(change.edits))
-                for change in edit.document_changes if isinstance(change, lsp.TextDocumentEdit)]
+        return [
+            (change.text_document.uri, list(change.edits))
+            for change in edit.document_changes
+            if isinstance(change, lsp.TextDocumentEdit)
+        ]
     return [(uri, list(edits)) for uri, edits in (edit.changes or {}).items()]

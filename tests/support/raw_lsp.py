@@ -157,8 +157,12 @@ class RawClient:
 
 
 def initialize_params(root: Path | None = None, **params: Any) -> dict[str, Any]:
-    return {"processId": None, "rootUri": root.as_uri() if root else None,
-            "capabilities": {"experimental": {"opencomposer": {}}}, **params}
+    return {
+        "processId": None,
+        "rootUri": root.as_uri() if root else None,
+        "capabilities": {"experimental": {"opencomposer": {}}},
+        **params,
+    }
 
 
 def error(msg_id: Any, code: int, message: Any = ANY, **extra: Any) -> dict[str, Any]:
@@ -177,7 +181,9 @@ def listen_over_tcp(home: Path, stderr: Path, token: str) -> tuple[int, subproce
     with stderr.open("wb") as log:
         process = subprocess.Popen(
             [str(CLI), "lsp", "--tcp", str(port), "-c", f"server.token={token}", *NO_MODEL],
-            stderr=log, env={**os.environ, "OPENCOMPOSER_HOME": str(home)})
+            stderr=log,
+            env={**os.environ, "OPENCOMPOSER_HOME": str(home)},
+        )
     deadline = time.monotonic() + WAIT
     while b"listening on" not in stderr.read_bytes():
         assert process.poll() is None, stderr.read_text()

@@ -70,15 +70,23 @@ class ScriptedEngine:
             raise reply.error
         step = self._next
         calls = [
-            ToolCall(id=f"call_{step}_{n}", name=name,
-                     arguments=args if isinstance(args, str) else json.dumps(args))
+            ToolCall(
+                id=f"call_{step}_{n}",
+                name=name,
+                arguments=args if isinstance(args, str) else json.dumps(args),
+            )
             for n, (name, args) in enumerate(reply.calls)
         ]
         prompt = request.prompt_chars() // 3
         usage = Usage(*reply.usage) if reply.usage else Usage(prompt, len(reply.text) // 3 + 1)
-        result = GenerationResult(text=reply.text, reasoning=reply.reasoning, tool_calls=calls,
-                                  finish_reason="tool_calls" if calls else "stop", usage=usage,
-                                  model="scripted-model")
+        result = GenerationResult(
+            text=reply.text,
+            reasoning=reply.reasoning,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+            usage=usage,
+            model="scripted-model",
+        )
         try:
             for count, event in enumerate(stream_events(result)):
                 if count == reply.fail_after and reply.error is not None:

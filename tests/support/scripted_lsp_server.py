@@ -35,10 +35,16 @@ class FileScriptedEngine(ScriptedEngine):
             with self.requests_log.open("a") as log:
                 log.write(request.model_dump_json() + "\n")
         if self._next >= len(self.replies) and self.script.is_file():
-            self.replies = [Reply(text=r.get("text", ""), reasoning=r.get("reasoning", ""),
-                                  calls=[tuple(c) for c in r.get("calls", [])],
-                                  delay=r.get("delay", 0.0), hang_after=r.get("hang_after"))
-                            for r in json.loads(self.script.read_text())]
+            self.replies = [
+                Reply(
+                    text=r.get("text", ""),
+                    reasoning=r.get("reasoning", ""),
+                    calls=[tuple(c) for c in r.get("calls", [])],
+                    delay=r.get("delay", 0.0),
+                    hang_after=r.get("hang_after"),
+                )
+                for r in json.loads(self.script.read_text())
+            ]
             self._next = 0
         async for event in super().generate(request):
             yield event

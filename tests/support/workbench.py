@@ -39,8 +39,9 @@ class Workbench:
     def open_folder(self, url: str) -> None:
         self.page.goto(url)
         self.page.wait_for_selector(".monaco-workbench", timeout=WAIT_S * 2000)
-        self.page.wait_for_selector('.activitybar [aria-label="opencomposer"]',
-                                    timeout=WAIT_S * 2000)
+        self.page.wait_for_selector(
+            '.activitybar [aria-label="opencomposer"]', timeout=WAIT_S * 2000
+        )
 
     # ------------------------------------------------------------------ commands
 
@@ -64,8 +65,10 @@ class Workbench:
                     raise AssertionError(f"no command {title!r} in the palette") from None
         self.page.keyboard.press("Enter")
         # Closed, or reused at once by an input box the command opened.
-        until("the palette to close", lambda: not box.is_visible()
-              or not box.input_value().startswith(">"))
+        until(
+            "the palette to close",
+            lambda: not box.is_visible() or not box.input_value().startswith(">"),
+        )
 
     def answer_input(self, prompt: str, text: str) -> None:
         """Type into the input box a command opened (`showInputBox` with `prompt`), confirm."""
@@ -101,8 +104,11 @@ class Workbench:
         box.press("Enter")
 
     def until_chat_shows(self, pattern: str, timeout: float = WAIT_S) -> str:
-        return until(f"the chat to show {pattern!r} (it shows {self.chat_text()!r})",
-                     lambda: re.search(pattern, self.chat_text()) and self.chat_text(), timeout)
+        return until(
+            f"the chat to show {pattern!r} (it shows {self.chat_text()!r})",
+            lambda: re.search(pattern, self.chat_text()) and self.chat_text(),
+            timeout,
+        )
 
     def chat_button(self, name: str) -> Locator:
         return self.chat.get_by_role("button", name=name)
@@ -161,6 +167,8 @@ class Workbench:
         return " | ".join(self.page.locator(".notification-toast").all_inner_texts())
 
     def until_notified(self, pattern: str, timeout: float = WAIT_S) -> str:
-        return until(f"a notification matching {pattern!r} (shown: {self.notifications()!r})",
-                     lambda: re.search(pattern, self.notifications()) and self.notifications(),
-                     timeout)
+        return until(
+            f"a notification matching {pattern!r} (shown: {self.notifications()!r})",
+            lambda: re.search(pattern, self.notifications()) and self.notifications(),
+            timeout,
+        )

@@ -25,7 +25,8 @@ OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "files(mapping): files to put in the project folder before it is opened")
+        "markers", "files(mapping): files to put in the project folder before it is opened"
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -42,8 +43,9 @@ def upstream() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
-def code_server(tmp_path_factory: pytest.TempPathFactory,
-                upstream: FakeOpenAI) -> Iterator[CodeServer]:
+def code_server(
+    tmp_path_factory: pytest.TempPathFactory, upstream: FakeOpenAI
+) -> Iterator[CodeServer]:
     require_installed()
     server = CodeServer(tmp_path_factory.mktemp("code-server"), upstream.base_url)
     server.install(VSIX)
@@ -57,8 +59,9 @@ def browser() -> Iterator[sync_api.BrowserContext]:
     """One browser profile for the module: each test's page loads the workbench from its
     cache, as a user's browser would."""
     with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM,
-                                              args=[OFFLINE, "--no-sandbox"])
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=[OFFLINE, "--no-sandbox"]
+        )
         context = chromium.new_context(viewport={"width": 1400, "height": 900})
         yield context
         context.close()
@@ -77,8 +80,13 @@ def project(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def workbench(request: pytest.FixtureRequest, browser: sync_api.BrowserContext,
-              code_server: CodeServer, upstream: FakeOpenAI, project: Path) -> Iterator[Workbench]:
+def workbench(
+    request: pytest.FixtureRequest,
+    browser: sync_api.BrowserContext,
+    code_server: CodeServer,
+    upstream: FakeOpenAI,
+    project: Path,
+) -> Iterator[Workbench]:
     """The workbench on `project`, its chat view shown and the server started. The upstream's
     queue and records are the test's own."""
     upstream.scenarios.clear()
@@ -97,8 +105,11 @@ def workbench(request: pytest.FixtureRequest, browser: sync_api.BrowserContext,
         bench.open_folder(code_server.url(project))
         bench.show_chat()
         # The server has answered `initialize` (it logs so): the client's features are in place.
-        until("the language server to initialize", lambda: f"workspace folders {project}"
-              in code_server.output_channel(), timeout=60)
+        until(
+            "the language server to initialize",
+            lambda: f"workspace folders {project}" in code_server.output_channel(),
+            timeout=60,
+        )
     except Exception:
         keep_artifacts()
         page.close()

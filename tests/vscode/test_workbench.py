@@ -13,7 +13,8 @@ from support.workbench import MOD, Workbench, rendered, until
 
 
 def test_the_extension_starts_its_server_and_logs_at_the_right_level(
-        workbench: Workbench, code_server: CodeServer, project) -> None:
+    workbench: Workbench, code_server: CodeServer, project
+) -> None:
     # vscode-languageclient launches `opencomposer lsp` with the --stdio it appends.
     (server,) = code_server.servers(project)
     command = Path(f"/proc/{server}/cmdline").read_bytes().split(b"\0")
@@ -38,12 +39,12 @@ def test_ask_streams_the_reply_into_the_chat(workbench: Workbench, upstream: Fak
     assert "What does twice do?" in str(request["body"]["messages"])
 
 
-DOUBLE_BY_ADDING = ("edit_file", {"path": "util.py", "old_string": "x * 2",
-                                  "new_string": "x + x"})
+DOUBLE_BY_ADDING = ("edit_file", {"path": "util.py", "old_string": "x * 2", "new_string": "x + x"})
 
 
 def test_an_edit_to_an_open_file_goes_through_the_editor_and_undoes_there(
-        workbench: Workbench, upstream: FakeOpenAI, project) -> None:
+    workbench: Workbench, upstream: FakeOpenAI, project
+) -> None:
     workbench.open_file("util.py")
     upstream.enqueue(Compose(calls=[DOUBLE_BY_ADDING]), Compose(text="Doubled by adding."))
     workbench.send("Double by adding")
@@ -59,7 +60,8 @@ def test_an_edit_to_an_open_file_goes_through_the_editor_and_undoes_there(
 
 
 def test_an_edit_to_a_closed_file_is_written_shown_and_reverted(
-        workbench: Workbench, upstream: FakeOpenAI, project) -> None:
+    workbench: Workbench, upstream: FakeOpenAI, project
+) -> None:
     upstream.enqueue(Compose(calls=[DOUBLE_BY_ADDING]), Compose(text="Doubled by adding."))
     workbench.send("Double by adding")
     workbench.until_chat_shows("Doubled by adding")
@@ -76,15 +78,18 @@ def test_an_edit_to_a_closed_file_is_written_shown_and_reverted(
     until("the revert in the editor", lambda: "x * 2" in rendered(modified))
     modified.click()
     workbench.page.keyboard.press(f"{MOD}+S")
-    until("the reverted file saved",
-          lambda: (project / "util.py").read_text() == "def twice(x):\n    return x * 2\n")
+    until(
+        "the reverted file saved",
+        lambda: (project / "util.py").read_text() == "def twice(x):\n    return x * 2\n",
+    )
 
 
 # The folder's settings: approval asked for every write (the extension passes `--approval ask`
 # to the server it starts).
 @pytest.mark.files({".vscode/settings.json": '{"opencomposer.approval": "ask"}'})
-def test_approvals_are_answered_in_the_chat(workbench: Workbench, upstream: FakeOpenAI,
-                                             project) -> None:
+def test_approvals_are_answered_in_the_chat(
+    workbench: Workbench, upstream: FakeOpenAI, project
+) -> None:
     upstream.enqueue(Compose(calls=[DOUBLE_BY_ADDING]), Compose(text="Doubled by adding."))
     workbench.send("Double by adding")
     workbench.chat_button("Approve").first.wait_for()
@@ -115,7 +120,8 @@ def test_stop_interrupts_a_streaming_turn(workbench: Workbench, upstream: FakeOp
 
 
 def test_an_inline_completion_shows_as_ghost_text_and_tab_accepts_it(
-        workbench: Workbench, upstream: FakeOpenAI, project) -> None:
+    workbench: Workbench, upstream: FakeOpenAI, project
+) -> None:
     upstream.fill = Fill(" * 3")
     workbench.open_file("util.py")
     page = workbench.page
@@ -152,7 +158,8 @@ LINT_TASK = """{
 # that come from the workbench, not from opencomposer's server.
 @pytest.mark.files({".vscode/tasks.json": LINT_TASK})
 def test_fix_on_a_problem_matcher_diagnostic_sends_it_to_the_model(
-        workbench: Workbench, upstream: FakeOpenAI) -> None:
+    workbench: Workbench, upstream: FakeOpenAI
+) -> None:
     workbench.open_file("util.py")
     workbench.until_squiggle()
     upstream.enqueue(Compose(calls=[DOUBLE_BY_ADDING]), Compose(text="Fixed."))
@@ -163,14 +170,17 @@ def test_fix_on_a_problem_matcher_diagnostic_sends_it_to_the_model(
 
 
 def test_a_crashed_server_is_restarted_with_a_message(
-        workbench: Workbench, code_server: CodeServer, upstream: FakeOpenAI, project) -> None:
+    workbench: Workbench, code_server: CodeServer, upstream: FakeOpenAI, project
+) -> None:
     (first,) = until("the language server", lambda: code_server.servers(project))
     os.kill(first, signal.SIGKILL)
     workbench.until_notified("language server stopped unexpectedly.*Restarting it")
     until("a new server", lambda: [p for p in code_server.servers(project) if p != first])
     # Asked before the new server has initialized, the question would be refused.
-    until("the new server to initialize",
-          lambda: code_server.output_channel().count(f"workspace folders {project}") == 2)
+    until(
+        "the new server to initialize",
+        lambda: code_server.output_channel().count(f"workspace folders {project}") == 2,
+    )
     upstream.enqueue(Compose(text="Back again."))
     workbench.run_command("opencomposer: Ask")
     workbench.answer_input("Ask opencomposer", "Are you there?")

@@ -56,41 +56,96 @@ class _Shape:
     """Definitions cut into their members (the `body` field) when longer than `max_lines`."""
 
 
-_JS = frozenset({"function_declaration", "generator_function_declaration", "class_declaration",
-                 "method_definition", "lexical_declaration", "variable_declaration"})
-_TS = _JS | {"abstract_class_declaration", "interface_declaration", "type_alias_declaration",
-             "enum_declaration", "internal_module", "function_signature"}
-_TS_CONTAINERS = frozenset({"class_declaration", "abstract_class_declaration",
-                            "interface_declaration", "internal_module"})
-_C = frozenset({"function_definition", "struct_specifier", "union_specifier", "enum_specifier",
-                "type_definition"})
+_JS = frozenset(
+    {
+        "function_declaration",
+        "generator_function_declaration",
+        "class_declaration",
+        "method_definition",
+        "lexical_declaration",
+        "variable_declaration",
+    }
+)
+_TS = _JS | {
+    "abstract_class_declaration",
+    "interface_declaration",
+    "type_alias_declaration",
+    "enum_declaration",
+    "internal_module",
+    "function_signature",
+}
+_TS_CONTAINERS = frozenset(
+    {"class_declaration", "abstract_class_declaration", "interface_declaration", "internal_module"}
+)
+_C = frozenset(
+    {
+        "function_definition",
+        "struct_specifier",
+        "union_specifier",
+        "enum_specifier",
+        "type_definition",
+    }
+)
 _SHAPES = {
-    "python": _Shape(frozenset({"function_definition", "class_definition"}),
-                     frozenset({"class_definition"})),
+    "python": _Shape(
+        frozenset({"function_definition", "class_definition"}), frozenset({"class_definition"})
+    ),
     "javascript": _Shape(_JS, frozenset({"class_declaration"})),
     "typescript": _Shape(_TS, _TS_CONTAINERS),
     "tsx": _Shape(_TS, _TS_CONTAINERS),
     "go": _Shape(frozenset({"function_declaration", "method_declaration", "type_declaration"})),
-    "rust": _Shape(frozenset({"function_item", "function_signature_item", "impl_item",
-                              "struct_item", "enum_item", "union_item", "trait_item", "mod_item",
-                              "macro_definition"}),
-                   frozenset({"impl_item", "trait_item", "mod_item"})),
-    "java": _Shape(frozenset({"class_declaration", "interface_declaration", "enum_declaration",
-                              "record_declaration", "annotation_type_declaration",
-                              "method_declaration", "constructor_declaration"}),
-                   frozenset({"class_declaration", "interface_declaration",
-                              "record_declaration"})),
+    "rust": _Shape(
+        frozenset(
+            {
+                "function_item",
+                "function_signature_item",
+                "impl_item",
+                "struct_item",
+                "enum_item",
+                "union_item",
+                "trait_item",
+                "mod_item",
+                "macro_definition",
+            }
+        ),
+        frozenset({"impl_item", "trait_item", "mod_item"}),
+    ),
+    "java": _Shape(
+        frozenset(
+            {
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+                "annotation_type_declaration",
+                "method_declaration",
+                "constructor_declaration",
+            }
+        ),
+        frozenset({"class_declaration", "interface_declaration", "record_declaration"}),
+    ),
     "c": _Shape(_C),
-    "cpp": _Shape(_C | {"class_specifier", "namespace_definition"},
-                  frozenset({"class_specifier", "struct_specifier", "namespace_definition"})),
+    "cpp": _Shape(
+        _C | {"class_specifier", "namespace_definition"},
+        frozenset({"class_specifier", "struct_specifier", "namespace_definition"}),
+    ),
     "bash": _Shape(frozenset({"function_definition"})),
 }
 _COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
 # A JS/TS `const f = () => ...` is a definition; `const LIMIT = 3` is module code.
-_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function",
-                              "generator_function", "class"})
-_NAMES = frozenset({"identifier", "field_identifier", "type_identifier", "qualified_identifier",
-                    "operator_name", "destructor_name"})
+_FUNCTION_VALUES = frozenset(
+    {"arrow_function", "function_expression", "function", "generator_function", "class"}
+)
+_NAMES = frozenset(
+    {
+        "identifier",
+        "field_identifier",
+        "type_identifier",
+        "qualified_identifier",
+        "operator_name",
+        "destructor_name",
+    }
+)
 _MARKDOWN = frozenset({".md", ".markdown"})
 _HEADING = re.compile(r"#{1,6}\s+(.*?)\s*#*\s*$")
 
@@ -106,8 +161,10 @@ def chunk_file(path: str, text: str, max_lines: int = 60) -> list[Chunk]:
     else:
         markdown = PurePosixPath(path).suffix.lower() in _MARKDOWN
         spans = _prose_spans(lines, max_lines, markdown)
-    chunks = [Chunk(path, start, end, "\n".join(lines[start - 1:end]), symbol)
-              for start, end, symbol in spans]
+    chunks = [
+        Chunk(path, start, end, "\n".join(lines[start - 1 : end]), symbol)
+        for start, end, symbol in spans
+    ]
     return [chunk for chunk in chunks if chunk.text.strip()]
 
 
@@ -146,8 +203,11 @@ class _CodeCutter:
         if node.type not in self.shape.definitions:
             return False
         if node.type in ("lexical_declaration", "variable_declaration"):
-            return any(_field_type(d, "value") in _FUNCTION_VALUES
-                       for d in node.named_children if d.type == "variable_declarator")
+            return any(
+                _field_type(d, "value") in _FUNCTION_VALUES
+                for d in node.named_children
+                if d.type == "variable_declarator"
+            )
         return True
 
     def _definition(self, node: Node, start: int, end: int, scope: str | None) -> list[_Span]:

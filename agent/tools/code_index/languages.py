@@ -27,17 +27,25 @@ class LanguageSpec:
 
 LANGUAGES: tuple[LanguageSpec, ...] = (
     LanguageSpec("python", "tree_sitter_python", extensions=(".py", ".pyi")),
-    LanguageSpec("javascript", "tree_sitter_javascript",
-                 extensions=(".js", ".mjs", ".cjs", ".jsx")),
-    LanguageSpec("typescript", "tree_sitter_typescript", "language_typescript",
-                 extensions=(".ts", ".mts", ".cts")),
+    LanguageSpec(
+        "javascript", "tree_sitter_javascript", extensions=(".js", ".mjs", ".cjs", ".jsx")
+    ),
+    LanguageSpec(
+        "typescript",
+        "tree_sitter_typescript",
+        "language_typescript",
+        extensions=(".ts", ".mts", ".cts"),
+    ),
     LanguageSpec("tsx", "tree_sitter_typescript", "language_tsx", extensions=(".tsx",)),
     LanguageSpec("go", "tree_sitter_go", extensions=(".go",)),
     LanguageSpec("rust", "tree_sitter_rust", extensions=(".rs",)),
     LanguageSpec("java", "tree_sitter_java", extensions=(".java",)),
     LanguageSpec("c", "tree_sitter_c", extensions=(".c", ".h")),
-    LanguageSpec("cpp", "tree_sitter_cpp",
-                 extensions=(".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++")),
+    LanguageSpec(
+        "cpp",
+        "tree_sitter_cpp",
+        extensions=(".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++"),
+    ),
     LanguageSpec("bash", "tree_sitter_bash", extensions=(".sh", ".bash")),
 )
 BY_NAME = {spec.name: spec for spec in LANGUAGES}

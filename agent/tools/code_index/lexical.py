@@ -25,10 +25,31 @@ _WORD = re.compile(r"\w+")
 # than the characters makes it work for any script (`naïveCafé` -> naïve, café).
 _PART = re.compile(r"U+(?=Ul)|U?l+|U+|d+")
 # Question words that natural-language queries are made of and no identifier needs.
-STOPWORDS = frozenset({
-    "a", "an", "and", "are", "do", "does", "how", "in", "is", "it", "of", "on", "or", "the",
-    "to", "we", "what", "where", "which", "who", "why",
-})
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "do",
+        "does",
+        "how",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "we",
+        "what",
+        "where",
+        "which",
+        "who",
+        "why",
+    }
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -36,11 +57,12 @@ def tokenize(text: str) -> list[str]:
     One-character tokens (loop counters) and stopwords are dropped."""
     tokens = []
     for word in _WORD.findall(text):
-        shape = "".join("U" if c.isupper() else "d" if c.isdigit() else "_" if c == "_"
-                        else "l" for c in word)
-        parts = [word[m.start():m.end()].lower() for m in _PART.finditer(shape)]
+        shape = "".join(
+            "U" if c.isupper() else "d" if c.isdigit() else "_" if c == "_" else "l" for c in word
+        )
+        parts = [word[m.start() : m.end()].lower() for m in _PART.finditer(shape)]
         whole = word.lower()
-        for token in ([whole, *parts] if parts != [whole] else [whole]):
+        for token in [whole, *parts] if parts != [whole] else [whole]:
             if len(token) > 1 and token not in STOPWORDS:
                 tokens.append(token)
     return tokens
@@ -77,8 +99,9 @@ class BM25Index:
             if not docs:
                 del self._postings[term]
 
-    def search(self, query: str, top_k: int,
-               accept: Callable[[int], bool] | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, query: str, top_k: int, accept: Callable[[int], bool] | None = None
+    ) -> list[tuple[int, float]]:
         """The `top_k` best (id, score) pairs, best first, ties by id; `accept` filters ids."""
         if not self._lengths:
             return []
@@ -91,7 +114,8 @@ class BM25Index:
             for doc_id, tf in docs.items():
                 norm = K1 * (1 - B + B * self._lengths[doc_id] / mean_length)
                 scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
-        candidates = ((score, doc_id) for doc_id, score in scores.items()
-                      if accept is None or accept(doc_id))
+        candidates = (
+            (score, doc_id) for doc_id, score in scores.items() if accept is None or accept(doc_id)
+        )
         best = heapq.nsmallest(top_k, candidates, key=lambda pair: (-pair[0], pair[1]))
         return [(doc_id, score) for score, doc_id in best]

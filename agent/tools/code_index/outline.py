@@ -25,8 +25,18 @@ from tree_sitter import Node, Query, QueryCursor
 
 from opencomposer.agent.tools.code_index.languages import grammar, parser
 
-KINDS = ("function", "method", "class", "interface", "struct", "enum", "trait", "type",
-         "module", "constant")
+KINDS = (
+    "function",
+    "method",
+    "class",
+    "interface",
+    "struct",
+    "enum",
+    "trait",
+    "type",
+    "module",
+    "constant",
+)
 """Every `Symbol.kind`. Records and annotation types (Java) are classes and interfaces, unions
 are structs, namespaces and TypeScript modules are modules, type aliases and typedefs are
 types. Constants are explicit (Go/Rust `const`, Rust `static`, Java `static final`, C `#define
@@ -103,20 +113,32 @@ def _matches(raw: list[tuple[int, dict[str, list[Node]]]]) -> list[_Match]:
     best: dict[int, _Match] = {}
     for pattern, captures in raw:
         name_node = captures["name"][0]
-        kind, node = next((key.removeprefix("definition."), nodes[0])
-                          for key, nodes in captures.items() if key not in ("name", "parent"))
+        kind, node = next(
+            (key.removeprefix("definition."), nodes[0])
+            for key, nodes in captures.items()
+            if key not in ("name", "parent")
+        )
         name_node, scope = _split_qualified(name_node)
         owner = captures["parent"][0] if "parent" in captures else scope
         if name_node.start_byte == name_node.end_byte:  # a MISSING node from error recovery
             continue
         match = _Match(
-            start=node.start_byte, end=node.end_byte, pattern=pattern, kind=kind,
-            name=_text(name_node), name_offset=name_node.start_byte,
-            start_line=node.start_point.row + 1, end_line=_last_line(node),
-            owner=_text(owner) if owner is not None else None)
+            start=node.start_byte,
+            end=node.end_byte,
+            pattern=pattern,
+            kind=kind,
+            name=_text(name_node),
+            name_offset=name_node.start_byte,
+            start_line=node.start_point.row + 1,
+            end_line=_last_line(node),
+            owner=_text(owner) if owner is not None else None,
+        )
         kept = best.get(match.name_offset)
-        if kept is None or (match.start, -match.end, pattern) < (kept.start, -kept.end,
-                                                                  kept.pattern):
+        if kept is None or (match.start, -match.end, pattern) < (
+            kept.start,
+            -kept.end,
+            kept.pattern,
+        ):
             best[match.name_offset] = match
     return list(best.values())
 
@@ -130,8 +152,9 @@ def _symbols(path: str, source: bytes, matches: list[_Match]) -> list[Symbol]:
         while open_ and open_[-1].end < match.end:
             open_.pop()
         # Two names declared together (`const a = ..., b = ...`) share a span: siblings.
-        container = next((c for c in reversed(open_)
-                          if (c.start, c.end) != (match.start, match.end)), None)
+        container = next(
+            (c for c in reversed(open_) if (c.start, c.end) != (match.start, match.end)), None
+        )
         if match.kind not in _LEAF_KINDS:
             open_.append(match)
         if match.kind == "scope":
@@ -139,13 +162,21 @@ def _symbols(path: str, source: bytes, matches: list[_Match]) -> list[Symbol]:
         kind, parent = match.kind, match.owner
         if parent is None and container is not None:
             parent = container.name
-        if kind == "function" and (match.owner is not None
-                                   or (container is not None and container.kind in _TYPE_KINDS)):
+        if kind == "function" and (
+            match.owner is not None or (container is not None and container.kind in _TYPE_KINDS)
+        ):
             kind = "method"
-        symbols.append(Symbol(
-            name=match.name, kind=kind, path=path, line=match.start_line,
-            end_line=match.end_line, parent=parent,
-            signature=_signature(source, match.name_offset)))
+        symbols.append(
+            Symbol(
+                name=match.name,
+                kind=kind,
+                path=path,
+                line=match.start_line,
+                end_line=match.end_line,
+                parent=parent,
+                signature=_signature(source, match.name_offset),
+            )
+        )
     return symbols
 
 
@@ -180,5 +211,5 @@ def _signature(source: bytes, offset: int) -> str:
     start = newline + 1 if newline >= 0 or lo == 0 else offset - LONG_LINE_LEAD
     limit = min(len(source), start + 4 * MAX_SIGNATURE)  # up to 4 UTF-8 bytes a character
     end = source.find(b"\n", offset, limit)
-    line = source[start:end if end >= 0 else limit]
+    line = source[start : end if end >= 0 else limit]
     return line.decode("utf-8", "replace").strip()[:MAX_SIGNATURE]

@@ -37,8 +37,10 @@ MAX_FILE_BYTES = 1 << 20
 INDEX_FORMAT = "1"
 """Bump when chunking or the schema changes; an index in another format is rebuilt."""
 
-NO_MODEL_NOTE = ("embedding model not installed: run `opencomposer models pull "
-                 "all-minilm-l6-v2`; these are keyword (BM25) matches")
+NO_MODEL_NOTE = (
+    "embedding model not installed: run `opencomposer models pull "
+    "all-minilm-l6-v2`; these are keyword (BM25) matches"
+)
 
 _LEXICAL = "lexical"  # the embedder identity recorded when there is none
 _SNIFF_BYTES = 8192
@@ -110,15 +112,22 @@ class _Stamp:
     checked_ns: int
 
     def trusted(self, size: int, mtime_ns: int) -> bool:
-        return (size, mtime_ns) == (self.size, self.mtime_ns) and \
-            self.mtime_ns + _RACY_NS <= self.checked_ns
+        return (size, mtime_ns) == (
+            self.size,
+            self.mtime_ns,
+        ) and self.mtime_ns + _RACY_NS <= self.checked_ns
 
 
 class SemanticIndex:
     """One workspace's index. Calls are serialised by a lock, so worker threads may share it."""
 
-    def __init__(self, root: Path, list_files: Callable[[], Iterable[Path]], index_path: Path,
-                 embedder: MiniLMEmbedder | None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        list_files: Callable[[], Iterable[Path]],
+        index_path: Path,
+        embedder: MiniLMEmbedder | None,
+    ) -> None:
         self.root = root
         self._tree = Tree(root)  # files are read beneath it, never through a symlink
         self.list_files = list_files
@@ -128,8 +137,10 @@ class SemanticIndex:
         self._db = sqlite3.connect(index_path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
-        wanted = {"format": INDEX_FORMAT,
-                  "embedder": embedder.identity if embedder is not None else _LEXICAL}
+        wanted = {
+            "format": INDEX_FORMAT,
+            "embedder": embedder.identity if embedder is not None else _LEXICAL,
+        }
         if dict(self._db.execute("SELECT key, value FROM meta").fetchall()) != wanted:
             with self._db:
                 self._db.execute("DELETE FROM chunks")
@@ -141,8 +152,9 @@ class SemanticIndex:
         self._vectors: dict[int, np.ndarray] = {}
         self._bm25 = BM25Index()  # fed only when there is no embedder
         self._matrix: tuple[list[int], torch.Tensor] | None = None  # cached stack of _vectors
-        rows = self._db.execute("SELECT id, path, start_line, end_line, text, symbol, embedding"
-                                " FROM chunks ORDER BY id")
+        rows = self._db.execute(
+            "SELECT id, path, start_line, end_line, text, symbol, embedding FROM chunks ORDER BY id"
+        )
         for chunk_id, *fields, blob in rows:
             self._remember(chunk_id, Chunk(*fields), blob)
 
@@ -155,8 +167,12 @@ class SemanticIndex:
         """Bring the index in line with `list_files()`; returns what it did."""
         with self._lock:
             started = time.perf_counter()
-            stamps = {path: _Stamp(*rest) for path, *rest in self._db.execute(
-                "SELECT path, hash, size, mtime_ns, checked_ns FROM files")}
+            stamps = {
+                path: _Stamp(*rest)
+                for path, *rest in self._db.execute(
+                    "SELECT path, hash, size, mtime_ns, checked_ns FROM files"
+                )
+            }
             listed = dict(self._listing())
             stats = UpdateStats(len(listed), 0, 0, 0, 0.0)
             gone = sorted(stamps.keys() - listed.keys())
@@ -187,8 +203,9 @@ class SemanticIndex:
                     group = []
             self._store(group, stats)
             with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                                     unchanged)
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", unchanged
+                )
             stats.seconds = time.perf_counter() - started
             return stats
 
@@ -218,13 +235,18 @@ class SemanticIndex:
         with self._db:
             self._db.executemany("DELETE FROM chunks WHERE path = ?", [(p,) for p in paths])
             now = time.time_ns()
-            self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                                 [(e.path, e.digest, e.size, e.mtime_ns, now) for e in group])
-            ids = [self._db.execute(
-                "INSERT INTO chunks (path, start_line, end_line, symbol, text, embedding)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (c.path, c.start_line, c.end_line, c.symbol, c.text, blob)).fetchone()[0]
-                for c, blob in zip(chunks, vectors, strict=True)]
+            self._db.executemany(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
+                [(e.path, e.digest, e.size, e.mtime_ns, now) for e in group],
+            )
+            ids = [
+                self._db.execute(
+                    "INSERT INTO chunks (path, start_line, end_line, symbol, text, embedding)"
+                    " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                    (c.path, c.start_line, c.end_line, c.symbol, c.text, blob),
+                ).fetchone()[0]
+                for c, blob in zip(chunks, vectors, strict=True)
+            ]
         stats.chunks_removed += self._drop(paths)
         for chunk_id, chunk, blob in zip(ids, chunks, vectors, strict=True):
             self._remember(chunk_id, chunk, blob)
@@ -253,15 +275,13 @@ class SemanticIndex:
 
     # ------------------------------------------------------------------ search
 
-    def search(self, query: str, top_k: int = 10,
-               path_prefix: str | None = None) -> SearchOutcome:
+    def search(self, query: str, top_k: int = 10, path_prefix: str | None = None) -> SearchOutcome:
         """The chunks closest to `query`, optionally only under `path_prefix` (a
         workspace-relative folder or file). Searches what the last `update()` indexed."""
         with self._lock:
             in_scope = _scope(path_prefix)
             if self.embedder is None:
-                accept = None if in_scope is None else (
-                    lambda i: in_scope(self._chunks[i].path))
+                accept = None if in_scope is None else (lambda i: in_scope(self._chunks[i].path))
                 found = self._bm25.search(query, top_k, accept)
                 hits = [Hit(self._chunks[i], score) for i, score in found]
                 return SearchOutcome("lexical", hits, NO_MODEL_NOTE)
@@ -271,8 +291,11 @@ class SemanticIndex:
             # In torch, not numpy: OpenBLAS's threads and torch's spin against each other
             # when used in turn (measured on 2 cores: 26 ms a query with numpy, 7.5 with torch).
             scores = (matrix @ torch.from_numpy(self.embedder.encode([query])[0])).numpy()
-            rows = np.arange(len(ids)) if in_scope is None else np.flatnonzero(
-                [in_scope(self._chunks[i].path) for i in ids])
+            rows = (
+                np.arange(len(ids))
+                if in_scope is None
+                else np.flatnonzero([in_scope(self._chunks[i].path) for i in ids])
+            )
             best = rows[np.argsort(-scores[rows], kind="stable")[:top_k]]
             hits = [Hit(self._chunks[ids[row]], float(scores[row])) for row in best]
             return SearchOutcome("semantic", hits, None)
@@ -281,8 +304,9 @@ class SemanticIndex:
         """Chunk ids in (path, line) order and their vectors as one matrix; ties in score
         therefore rank by place in the workspace."""
         if self._matrix is None:
-            ids = sorted(self._vectors, key=lambda i: (self._chunks[i].path,
-                                                       self._chunks[i].start_line, i))
+            ids = sorted(
+                self._vectors, key=lambda i: (self._chunks[i].path, self._chunks[i].start_line, i)
+            )
             self._matrix = (ids, torch.from_numpy(np.stack([self._vectors[i] for i in ids])))
         return self._matrix
 

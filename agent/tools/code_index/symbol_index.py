@@ -125,8 +125,11 @@ class SymbolIndex:
             files = dict(self._files)
             for path in deleted:
                 files.pop(self._relative(Path(path)) or "", None)
-            wanted = {rel for path in changed
-                      if language_for(path) and (rel := self._relative(Path(path)))}
+            wanted = {
+                rel
+                for path in changed
+                if language_for(path) and (rel := self._relative(Path(path)))
+            }
             previous = {rel: files[rel] for rel in wanted if rel in files}
             loaded = {rel: _load(self._tree, rel, previous.get(rel)) for rel in wanted}
             for rel, entry in loaded.items():
@@ -138,8 +141,11 @@ class SymbolIndex:
             return self._stats(started, parsed=_parsed(loaded, previous))
 
     def _list(self) -> frozenset[str]:
-        return frozenset(rel for path in self._list_files()
-                         if language_for(path) and (rel := self._relative(Path(path))))
+        return frozenset(
+            rel
+            for path in self._list_files()
+            if language_for(path) and (rel := self._relative(Path(path)))
+        )
 
     def _stats(self, started: float, *, parsed: int) -> IndexStats:
         files = self._files.values()
@@ -148,7 +154,8 @@ class SymbolIndex:
             symbols=sum(len(f.symbols) for f in files),
             seconds=time.perf_counter() - started,
             parsed=parsed,
-            too_large=sum(f.too_large for f in files))
+            too_large=sum(f.too_large for f in files),
+        )
 
     def _relative(self, path: Path) -> str | None:
         """The workspace-relative posix path of an absolute or workspace-relative path, None
@@ -179,13 +186,24 @@ class SymbolIndex:
                 continue
             if not file.symbols or not matcher.may_match(file):
                 continue
-            for symbol, lower, words in zip(file.symbols, file.names.split("\n"),
-                                            file.words.split("\n"), strict=True):
+            for symbol, lower, words in zip(
+                file.symbols, file.names.split("\n"), file.words.split("\n"), strict=True
+            ):
                 rank = matcher.rank(symbol.name, lower, words)
                 if rank is not None:
                     hits.append((rank, symbol))
-        best = heapq.nsmallest(limit, hits, key=lambda hit: (
-            hit[0], hit[1].path, hit[1].line, hit[1].name, hit[1].kind, hit[1].end_line))
+        best = heapq.nsmallest(
+            limit,
+            hits,
+            key=lambda hit: (
+                hit[0],
+                hit[1].path,
+                hit[1].line,
+                hit[1].name,
+                hit[1].kind,
+                hit[1].end_line,
+            ),
+        )
         return [symbol for _, symbol in best]
 
     def symbols_in(self, path: Path) -> list[Symbol]:
@@ -198,15 +216,20 @@ class SymbolIndex:
     async def watch(self, stop: asyncio.Event, *, debounce_ms: int = 50) -> None:
         """Apply file changes under the root to the index until `stop` is set. The module
         docstring says how ignore rules are honoured."""
-        async for changes in awatch(self.root, watch_filter=self._watched, stop_event=stop,
-                                    debounce=debounce_ms, step=min(50, debounce_ms)):
+        async for changes in awatch(
+            self.root,
+            watch_filter=self._watched,
+            stop_event=stop,
+            debounce=debounce_ms,
+            step=min(50, debounce_ms),
+        ):
             try:
                 await asyncio.to_thread(self._apply, changes)
             except Exception:  # a failed lister or update must not end the watch
                 log.exception("symbol index: applying %d file changes failed", len(changes))
 
     def _watched(self, change: Change, path: str) -> bool:
-        relative = path[len(str(self.root)) + 1:]
+        relative = path[len(str(self.root)) + 1 :]
         return IGNORED_DIRS.isdisjoint(relative.split(os.sep))
 
     def _apply(self, changes: set[tuple[Change, str]]) -> None:
@@ -251,9 +274,9 @@ class SymbolIndex:
             if reconcile:
                 touched.update(self._listed - indexed.keys())
                 gone = indexed.keys() - self._listed
-            self.update([self.root / rel for rel in touched - gone],
-                        [self.root / rel for rel in gone])
-
+            self.update(
+                [self.root / rel for rel in touched - gone], [self.root / rel for rel in gone]
+            )
 
     def _kind(self, rel: str) -> int | None:
         """The file type (stat.S_IFREG, S_IFDIR, ...) at a relative path, None when gone."""
@@ -279,14 +302,21 @@ class _Matcher:
         self.query = query
         self.lower = query.lower()
         letters = [re.escape(c) for c in self.lower if not c.isspace() and c != "_"]
-        self.initials = re.compile("^" + letters[0] + "".join(
-            f"(?:{c}|[^ \n]*+ {c})" for c in letters[1:]), re.MULTILINE) if letters else None
+        self.initials = (
+            re.compile(
+                "^" + letters[0] + "".join(f"(?:{c}|[^ \n]*+ {c})" for c in letters[1:]),
+                re.MULTILINE,
+            )
+            if letters
+            else None
+        )
 
     def may_match(self, file: _File) -> bool:
         """False when no name in the file can match: every rank but initials needs the query
         as a substring."""
         return self.lower in file.names or (
-            self.initials is not None and self.initials.search(file.words) is not None)
+            self.initials is not None and self.initials.search(file.words) is not None
+        )
 
     def rank(self, name: str, lower: str, words: str) -> int | None:
         if name == self.query:
@@ -303,8 +333,10 @@ class _Matcher:
 
 
 def _parsed(loaded: Mapping[str, _File | None], previous: Mapping[str, _File]) -> int:
-    return sum(entry is not None and not entry.too_large and entry is not previous.get(rel)
-               for rel, entry in loaded.items())
+    return sum(
+        entry is not None and not entry.too_large and entry is not previous.get(rel)
+        for rel, entry in loaded.items()
+    )
 
 
 def _load(tree: Tree, rel: str, previous: _File | None) -> _File | None:
@@ -324,7 +356,9 @@ def _load(tree: Tree, rel: str, previous: _File | None) -> _File | None:
         return previous
     symbols = tuple(outline(rel, source, spec.name))
     return _File(
-        digest, symbols,
+        digest,
+        symbols,
         # A name with a line break (error recovery) must not shift the lines.
         names="\n".join(s.name.lower().replace("\n", " ") for s in symbols),
-        words="\n".join(" ".join(_WORD.findall(s.name)).lower() for s in symbols))
+        words="\n".join(" ".join(_WORD.findall(s.name)).lower() for s in symbols),
+    )

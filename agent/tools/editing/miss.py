@@ -21,11 +21,25 @@ _MAX_SCORED_WINDOWS = 20
 # find the region.
 _MAX_FUZZY_LINES = 3
 _LINE_NUMBER_PREFIX = re.compile(r"^[ \t]*\d+(?:\| ?|→|\t)", re.MULTILINE)
-_TYPOGRAPHY = str.maketrans({
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
-    "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u00a0": " ", "\u2026": "...",
-})
+_TYPOGRAPHY = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2212": "-",
+        "\u00a0": " ",
+        "\u2026": "...",
+    }
+)
 
 
 def describe_miss(text: str, wanted: str, noun: str, whole_lines: bool = False) -> str:
@@ -35,8 +49,15 @@ def describe_miss(text: str, wanted: str, noun: str, whole_lines: bool = False) 
     if not text:
         return "The file is empty."
     miss = _Miss(text, _lf(text), _lf(wanted), wanted, noun, whole_lines)
-    checks = (_line_endings, _line_numbers, _escapes, _typography, _trailing_whitespace,
-              _indentation, _outer_whitespace)
+    checks = (
+        _line_endings,
+        _line_numbers,
+        _escapes,
+        _typography,
+        _trailing_whitespace,
+        _indentation,
+        _outer_whitespace,
+    )
     for check in checks:
         found = check(miss)
         if found:
@@ -120,8 +141,12 @@ def _line_endings(miss: _Miss) -> Found:
     file_endings = _LINE_BREAK.findall(miss.text)[first - 1 : first - 1 + miss.want.count("\n")]
     theirs = " and ".join(sorted({_ENDING_NAMES[e] for e in file_endings}))
     ours = " and ".join(sorted({_ENDING_NAMES[e] for e in _LINE_BREAK.findall(miss.wanted)}))
-    return (f"It matches only if line endings are ignored: {miss.noun} uses {ours}, the file's "
-            f"lines {first}-{first + count - 1} end with {theirs}.", first, count)
+    return (
+        f"It matches only if line endings are ignored: {miss.noun} uses {ours}, the file's "
+        f"lines {first}-{first + count - 1} end with {theirs}.",
+        first,
+        count,
+    )
 
 
 def _line_numbers(miss: _Miss) -> Found:
@@ -129,16 +154,21 @@ def _line_numbers(miss: _Miss) -> Found:
     if prefix is None:
         return None
     where = miss.search(_LINE_NUMBER_PREFIX.sub("", miss.want))
-    return where and (f"{miss.noun} includes line-number prefixes like {prefix.group()!r}; "
-                      "leave them out.", *where)
+    return where and (
+        f"{miss.noun} includes line-number prefixes like {prefix.group()!r}; leave them out.",
+        *where,
+    )
 
 
 def _escapes(miss: _Miss) -> Found:
     if "\\n" not in miss.want:
         return None
     where = miss.search(miss.want.replace("\\n", "\n").replace("\\t", "\t"))
-    return where and (f"{miss.noun} contains a literal backslash-n (\\n) where the file has a "
-                      "line break; write real line breaks.", *where)
+    return where and (
+        f"{miss.noun} contains a literal backslash-n (\\n) where the file has a "
+        "line break; write real line breaks.",
+        *where,
+    )
 
 
 def _typography(miss: _Miss) -> Found:
@@ -150,11 +180,13 @@ def _typography(miss: _Miss) -> Found:
     in_want = sorted({c for c in miss.want if ord(c) in _TYPOGRAPHY})
     in_file = sorted({c for c in region if ord(c) in _TYPOGRAPHY})
     if in_want:
-        says = (f"{miss.noun} has typographic characters ({' '.join(in_want)}) where the file "
-                "has ASCII")
+        says = (
+            f"{miss.noun} has typographic characters ({' '.join(in_want)}) where the file has ASCII"
+        )
     else:
-        says = (f"the file has typographic characters ({' '.join(in_file)}) where {miss.noun} "
-                "has ASCII")
+        says = (
+            f"the file has typographic characters ({' '.join(in_file)}) where {miss.noun} has ASCII"
+        )
     return f"It matches only if quotes and dashes are ignored: {says}.", first, count
 
 
@@ -164,8 +196,12 @@ def _trailing_whitespace(miss: _Miss) -> Found:
         return None
     first, count = where
     at, theirs, ours = miss.first_difference(first)
-    return (f"It matches only if trailing whitespace is ignored: file line {at} ends with "
-            f"{_tail(theirs)!r}, {miss.noun} has {_tail(ours)!r} there.", first, count)
+    return (
+        f"It matches only if trailing whitespace is ignored: file line {at} ends with "
+        f"{_tail(theirs)!r}, {miss.noun} has {_tail(ours)!r} there.",
+        first,
+        count,
+    )
 
 
 def _indentation(miss: _Miss) -> Found:
@@ -176,11 +212,15 @@ def _indentation(miss: _Miss) -> Found:
     at, theirs, ours = miss.first_difference(first)
     file_indent, want_indent = _head(theirs), _head(ours)
     if ("\t" in file_indent) != ("\t" in want_indent):
-        says = (f"the file indents line {at} with {_kind(file_indent)}, {miss.noun} with "
-                f"{_kind(want_indent)}")
+        says = (
+            f"the file indents line {at} with {_kind(file_indent)}, {miss.noun} with "
+            f"{_kind(want_indent)}"
+        )
     else:
-        says = (f"file line {at} starts with {_describe_indent(file_indent)}, {miss.noun} has "
-                f"{_describe_indent(want_indent)} there")
+        says = (
+            f"file line {at} starts with {_describe_indent(file_indent)}, {miss.noun} has "
+            f"{_describe_indent(want_indent)} there"
+        )
     return f"It matches only with different indentation: {says}.", first, count
 
 
@@ -210,8 +250,11 @@ def _kind(indent: str) -> str:
 
 def _describe_indent(indent: str) -> str:
     counts = Counter(indent)
-    parts = [f"{n} {name}{'s' if n != 1 else ''}"
-             for n, name in ((counts["\t"], "tab"), (counts[" "], "space")) if n]
+    parts = [
+        f"{n} {name}{'s' if n != 1 else ''}"
+        for n, name in ((counts["\t"], "tab"), (counts[" "], "space"))
+        if n
+    ]
     return " and ".join(parts) or "no indentation"
 
 
@@ -235,10 +278,11 @@ def _closest(miss: _Miss) -> str:
     first = best + 1
     at, theirs, ours = miss.first_difference(first)
     span = f"lines {first}-{first + size - 1}" if size > 1 else f"line {first}"
-    return (f"The closest text is at {span}; the first difference is "
-            f"at line {at}, where the file has {_clip(theirs)!r} and {miss.noun} has "
-            f"{_clip(ours)!r}.\n"
-            + _show(miss.plain, first, size, at))
+    return (
+        f"The closest text is at {span}; the first difference is "
+        f"at line {at}, where the file has {_clip(theirs)!r} and {miss.noun} has "
+        f"{_clip(ours)!r}.\n" + _show(miss.plain, first, size, at)
+    )
 
 
 def _candidate_starts(file_lines: list[str], want_lines: list[str]) -> list[int]:

@@ -77,7 +77,8 @@ def _parse_codex(lines: list[PatchLine]) -> list[FileOp]:
         else:
             raise PatchError(
                 f"Patch line {number}: unexpected line {line!r}. Expected {_ADD!r}, {_DELETE!r}, "
-                f"{_UPDATE!r} or {_END!r}; lines of an added file start with '+'.")
+                f"{_UPDATE!r} or {_END!r}; lines of an added file start with '+'."
+            )
     if not ops:
         raise PatchError("The patch has no file operations.")
     return ops
@@ -107,9 +108,7 @@ def _parse_codex_update(body: list[PatchLine], i: int) -> tuple[UpdateFile, int]
     return UpdateFile(path, hunks, move_to), i
 
 
-def _parse_codex_hunk(
-    body: list[PatchLine], i: int, path: str, first: bool
-) -> tuple[Hunk, int]:
+def _parse_codex_hunk(body: list[PatchLine], i: int, path: str, first: bool) -> tuple[Hunk, int]:
     """One hunk: `@@` lines (each an anchor, or a unified `@@ -l,s +l,s @@` header, which
     gives a line hint), then its lines; the first hunk of a file may leave out `@@`."""
     start, opening, anchors, hint = body[i][0], i, [], None
@@ -122,8 +121,11 @@ def _parse_codex_hunk(
             anchors.append(header[3:])
         i += 1
     if not first and i == opening:
-        raise PatchError(f"Patch line {start}: expected '@@' to start the next hunk of {path}, "
-                         f"found {body[i][1]!r}.", path)
+        raise PatchError(
+            f"Patch line {start}: expected '@@' to start the next hunk of {path}, "
+            f"found {body[i][1]!r}.",
+            path,
+        )
     lines: list[tuple[str, str]] = []
     at_end = False
     while i < len(body):
@@ -136,7 +138,9 @@ def _parse_codex_hunk(
         if line[:1] not in ("", " ", "+", "-"):
             raise PatchError(
                 f"Patch line {number}: unexpected line {line!r} in the update of {path}. Hunk "
-                "lines start with ' ' (context), '-' (removed) or '+' (added).", path)
+                "lines start with ' ' (context), '-' (removed) or '+' (added).",
+                path,
+            )
         lines.append((line[:1] or " ", line[1:]))
         i += 1
     if not lines:
@@ -166,7 +170,8 @@ def _parse_unified(lines: list[PatchLine]) -> list[FileOp]:
         else:
             raise PatchError(
                 f"Patch line {number}: {line!r} is not part of a patch. Write either "
-                f"{_BEGIN!r} ... {_END!r} or a unified diff ('--- a/x', '+++ b/x', '@@' hunks).")
+                f"{_BEGIN!r} ... {_END!r} or a unified diff ('--- a/x', '+++ b/x', '@@' hunks)."
+            )
         ops.append(op)
     if not ops:
         raise PatchError("The patch has no file changes.")
@@ -174,8 +179,9 @@ def _parse_unified(lines: list[PatchLine]) -> list[FileOp]:
 
 
 def _is_file_pair(lines: list[PatchLine], i: int) -> bool:
-    return (lines[i][1].startswith("--- ") and i + 1 < len(lines)
-            and lines[i + 1][1].startswith("+++ "))
+    return (
+        lines[i][1].startswith("--- ") and i + 1 < len(lines) and lines[i + 1][1].startswith("+++ ")
+    )
 
 
 def _parse_git_file(lines: list[PatchLine], i: int) -> tuple[FileOp, int]:
@@ -194,13 +200,18 @@ def _parse_git_file(lines: list[PatchLine], i: int) -> tuple[FileOp, int]:
         elif header.startswith("rename to "):
             new, renamed = _unquote(header[len("rename to ") :], at), True
         elif header.startswith(("copy from ", "copy to ")):
-            raise PatchError(f"Patch line {at}: copies are not supported; add the new file "
-                             "with its full content instead.", new)
+            raise PatchError(
+                f"Patch line {at}: copies are not supported; add the new file "
+                "with its full content instead.",
+                new,
+            )
         elif header.startswith(("Binary files ", "GIT binary patch")):
             raise PatchError(f"Patch line {at}: binary patches are not supported.", new)
         elif not header.startswith(_GIT_IGNORED):
-            raise PatchError(f"Patch line {at}: unexpected line {header!r} in the header of "
-                             f"the diff of {old}.", old)
+            raise PatchError(
+                f"Patch line {at}: unexpected line {header!r} in the header of the diff of {old}.",
+                old,
+            )
         i += 1
     hunks: list[Hunk] = []
     if i < len(lines) and lines[i][1].startswith("--- "):
@@ -265,8 +276,11 @@ def _parse_unified_hunk(lines: list[PatchLine], i: int, path: str) -> tuple[Hunk
     number, header = lines[i]
     numbers = _UNIFIED_HUNK.match(header)
     if not numbers:
-        raise PatchError(f"Patch line {number}: malformed hunk header {header!r}; expected "
-                         "'@@ -start,count +start,count @@'.", path)
+        raise PatchError(
+            f"Patch line {number}: malformed hunk header {header!r}; expected "
+            "'@@ -start,count +start,count @@'.",
+            path,
+        )
     old_count, new_count = (int(n) if n is not None else 1 for n in numbers.group(2, 3))
     end = _counted_end(lines, i + 1, old_count, new_count)
     if end is None:
@@ -285,8 +299,13 @@ def _parse_unified_hunk(lines: list[PatchLine], i: int, path: str) -> tuple[Hunk
         raise PatchError(f"Patch line {number}: the hunk has no lines.", path)
     marked = old_marked or new_marked
     final_newline = not new_marked if marked else None
-    return Hunk(hunk_lines, hint=_hint(numbers), at_end=marked, final_newline=final_newline,
-                patch_line=number), end
+    return Hunk(
+        hunk_lines,
+        hint=_hint(numbers),
+        at_end=marked,
+        final_newline=final_newline,
+        patch_line=number,
+    ), end
 
 
 def _counted_end(lines: list[PatchLine], i: int, old: int, new: int) -> int | None:
@@ -325,8 +344,9 @@ def _file_op(
         raise PatchError(f"Patch line {number}: both names are /dev/null.")
     if old is None:
         if any(op != "+" for hunk in hunks for op, _ in hunk.lines):
-            raise PatchError(f"Patch line {number}: the diff creates {new}, so its hunk may "
-                             "only add lines.", new)
+            raise PatchError(
+                f"Patch line {number}: the diff creates {new}, so its hunk may only add lines.", new
+            )
         texts = [text for hunk in hunks for _, text in hunk.lines]
         content = "".join(text + "\n" for text in texts)
         if hunks and hunks[-1].final_newline is False:
@@ -339,9 +359,14 @@ def _file_op(
         if not renamed:
             raise PatchError(
                 f"Patch line {number}: the old and new names differ ({old}, {new}). To rename "
-                "a file, add 'rename from'/'rename to' lines (or use '*** Move to:').", old)
+                "a file, add 'rename from'/'rename to' lines (or use '*** Move to:').",
+                old,
+            )
         move_to = new
     if not hunks and move_to is None:
-        raise PatchError(f"Patch line {number}: the diff of {old} has no hunks (mode changes "
-                         "are not supported).", old)
+        raise PatchError(
+            f"Patch line {number}: the diff of {old} has no hunks (mode changes "
+            "are not supported).",
+            old,
+        )
     return UpdateFile(old, hunks, move_to)

@@ -46,8 +46,7 @@ def plan_patch(
         match op:
             case AddFile(path=path, content=content):
                 if current is not None:
-                    raise _failed(f"Cannot add {path}: it already exists; update it instead.",
-                                  path)
+                    raise _failed(f"Cannot add {path}: it already exists; update it instead.", path)
                 changes.append(PlannedChange(path, "add", None, content))
             case DeleteFile(path=path):
                 if current is None:
@@ -55,18 +54,21 @@ def plan_patch(
                 changes.append(PlannedChange(path, "delete", current, None))
             case UpdateFile(path=path, chunks=hunks, move_to=move_to):
                 if current is None:
-                    raise _failed(f"Cannot update {path}: it does not exist; add it instead.",
-                                  path)
+                    raise _failed(f"Cannot update {path}: it does not exist; add it instead.", path)
                 if move_to is not None and _same_path(move_to, path):
                     move_to = None
                 if move_to is not None and read(move_to) is not None:
-                    raise _failed(f"Cannot move {path} to {move_to}: {move_to} already exists.",
-                                  path)
+                    raise _failed(
+                        f"Cannot move {path} to {move_to}: {move_to} already exists.", path
+                    )
                 new_text, adjusted = _apply_hunks(path, current, hunks, notes)
                 if new_text == current and move_to is None:
-                    raise _failed(f"The patch leaves {path} unchanged (its removed and added "
-                                  "lines are the same). If the file already has the intended "
-                                  "text, no patch is needed.", path)
+                    raise _failed(
+                        f"The patch leaves {path} unchanged (its removed and added "
+                        "lines are the same). If the file already has the intended "
+                        "text, no patch is needed.",
+                        path,
+                    )
                 kind = "move" if move_to else "update"
                 changes.append(PlannedChange(path, kind, current, new_text, move_to, adjusted))
     return changes, notes
@@ -101,8 +103,11 @@ def _check_distinct(ops: list[FileOp]) -> None:
         for path in paths:
             key = posixpath.normpath(path)
             if key in seen:
-                raise _failed(f"The patch changes {path} more than once; put all of its "
-                              "changes in one file section.", path)
+                raise _failed(
+                    f"The patch changes {path} more than once; put all of its "
+                    "changes in one file section.",
+                    path,
+                )
             seen.add(key)
 
 
@@ -167,9 +172,11 @@ def _adjustment(number: int, hunk: Hunk, start: int, loose: bool) -> HunkAdjustm
 def _adjustment_notes(path: str, adjustment: HunkAdjustment) -> list[str]:
     number, notes = adjustment.hunk, []
     if adjustment.header_line not in (None, adjustment.applied_line):
-        notes.append(f"{path}: hunk {number} applied at line {adjustment.applied_line}, not at "
-                     f"line {adjustment.header_line} where its header puts it; check that this "
-                     "is the place you meant.")
+        notes.append(
+            f"{path}: hunk {number} applied at line {adjustment.applied_line}, not at "
+            f"line {adjustment.header_line} where its header puts it; check that this "
+            "is the place you meant."
+        )
     if adjustment.ignored_whitespace:
         notes.append(f"{path}: hunk {number} matched only after ignoring trailing whitespace.")
     return notes
@@ -211,9 +218,11 @@ def _place(
         return min(found, key=lambda start: (abs(start - hunk.hint), start)), hunk, loose
     shown = ", ".join(str(start + 1) for start in found[:10])
     more = "after its @@ lines " if hunk.anchors else ""
-    raise where.fail(f"its lines match {more}in {len(found)} places (lines {shown}). Add an "
-                     "'@@ <line>' naming the enclosing class or function, or more context "
-                     "lines, to make it unique.")
+    raise where.fail(
+        f"its lines match {more}in {len(found)} places (lines {shown}). Add an "
+        "'@@ <line>' naming the enclosing class or function, or more context "
+        "lines, to make it unique."
+    )
 
 
 def _starts(
@@ -237,8 +246,11 @@ def _matches(lines: list[str], old: list[str], cursor: int, loose: bool, at_end:
         lines, old = [line.rstrip() for line in lines], [line.rstrip() for line in old]
     size = len(old)
     first = len(lines) - size if at_end else cursor
-    return [start for start in range(max(first, cursor), len(lines) - size + 1)
-            if lines[start] == old[0] and lines[start : start + size] == old]
+    return [
+        start
+        for start in range(max(first, cursor), len(lines) - size + 1)
+        if lines[start] == old[0] and lines[start : start + size] == old
+    ]
 
 
 def _anchor_ends(
@@ -259,8 +271,10 @@ def _anchor_ends(
             ends.append(end)
     if not ends:
         after = f" after line {cursor}" if cursor else ""
-        raise where.fail(f"its @@ line {missing.strip()!r} was not found{after}. "
-                         + describe_miss(text, missing.strip(), "the @@ line"))
+        raise where.fail(
+            f"its @@ line {missing.strip()!r} was not found{after}. "
+            + describe_miss(text, missing.strip(), "the @@ line")
+        )
     return ends
 
 
@@ -271,13 +285,17 @@ def _insertion_point(text: str, lines: list[str], hunk: Hunk, cursor: int, where
         ends = sorted(set(_anchor_ends(text, lines, hunk.anchors, cursor, where)))
         if len(ends) > 1:
             shown = ", ".join(str(end) for end in ends[:10])
-            raise where.fail(f"its @@ lines match in {len(ends)} places (lines {shown}); add "
-                             "an outer @@ line or context lines to say which.")
+            raise where.fail(
+                f"its @@ lines match in {len(ends)} places (lines {shown}); add "
+                "an outer @@ line or context lines to say which."
+            )
         return ends[0]
     if hunk.hint is not None and not hunk.at_end:
         if not cursor <= hunk.hint <= len(lines):
-            raise where.fail(f"it adds lines after line {hunk.hint}, but the file has "
-                             f"{len(lines)} lines and the previous hunk ends at line {cursor}.")
+            raise where.fail(
+                f"it adds lines after line {hunk.hint}, but the file has "
+                f"{len(lines)} lines and the previous hunk ends at line {cursor}."
+            )
         return hunk.hint
     return len(lines)
 
@@ -290,12 +308,15 @@ def _missing(
     if elsewhere:
         start = elsewhere[0] + 1
         if elsewhere[0] < cursor:
-            why = (f"before the end of the previous hunk (line {cursor}); hunks must be in file "
-                   "order")
+            why = (
+                f"before the end of the previous hunk (line {cursor}); hunks must be in file order"
+            )
         elif hunk.at_end:
             why = "not at the end of the file, which its end-of-file marker requires"
         else:
             why = "not after its @@ lines"
         return where.fail(f"its lines are at line {start}, {why}.")
-    return where.fail("its lines were not found. "
-                      + describe_miss(text, "\n".join(old), "the hunk", whole_lines=True))
+    return where.fail(
+        "its lines were not found. "
+        + describe_miss(text, "\n".join(old), "the hunk", whole_lines=True)
+    )

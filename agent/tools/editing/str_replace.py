@@ -99,10 +99,14 @@ def _locate(
 ) -> tuple[list[tuple[int, int]], str, str | None]:
     """The spans `edit` replaces, the text it puts there, and a note on any conversion."""
     if not edit.old_string:
-        raise fail("empty_old_string", "old_string is empty. To create a file or replace all of "
-                   "its content, use write_file.")
-    unchanged = ("old_string and new_string are identical, so the edit would change nothing. If "
-                 "the file already has the intended text, no edit is needed.")
+        raise fail(
+            "empty_old_string",
+            "old_string is empty. To create a file or replace all of its content, use write_file.",
+        )
+    unchanged = (
+        "old_string and new_string are identical, so the edit would change nothing. If "
+        "the file already has the intended text, no edit is needed."
+    )
     if edit.old_string == edit.new_string:
         raise fail("no_change", unchanged)
     for ending in _endings_to_try(text, edit.old_string, newline):
@@ -112,8 +116,11 @@ def _locate(
         if starts:
             break
     else:
-        raise fail("no_match", "old_string was not found in the file. "
-                   + describe_miss(text, edit.old_string, "old_string"))
+        raise fail(
+            "no_match",
+            "old_string was not found in the file. "
+            + describe_miss(text, edit.old_string, "old_string"),
+        )
     if old == new:  # they differed only in line endings, which the file's endings replaced
         raise fail("no_change", unchanged)
     if len(starts) > 1 and not edit.replace_all:
@@ -122,14 +129,20 @@ def _locate(
     overlapped = _first_overlap(spans, regions)
     if overlapped is not None:
         start, writer = overlapped
-        raise fail("overlap", f"old_string matches text that edit {writer + 1} of this call "
-                   f"wrote (line {_LineIndex(text).at(start)}). Each edit must target text the "
-                   "earlier edits left alone; merge the two into one edit.")
+        raise fail(
+            "overlap",
+            f"old_string matches text that edit {writer + 1} of this call "
+            f"wrote (line {_LineIndex(text).at(start)}). Each edit must target text the "
+            "earlier edits left alone; merge the two into one edit.",
+        )
     note = None
     if (old, new) != (edit.old_string, edit.new_string):
         name = _ENDING_NAMES[ending]
-        note = (f"matched using the file's {name} line endings" if old != edit.old_string
-                else f"wrote new_string's line breaks as the file's {name} line endings")
+        note = (
+            f"matched using the file's {name} line endings"
+            if old != edit.old_string
+            else f"wrote new_string's line breaks as the file's {name} line endings"
+        )
     return spans, new, note
 
 
@@ -165,8 +178,10 @@ def _multiple_message(text: str, starts: list[int]) -> str:
     listed = ", ".join(numbers)
     if len(starts) > _MAX_LISTED_MATCHES:
         listed += f" and {len(starts) - _MAX_LISTED_MATCHES} more"
-    return (f"old_string occurs {len(starts)} times (starting at lines {listed}). Add surrounding "
-            "lines to old_string to make it unique, or set replace_all to replace every one.")
+    return (
+        f"old_string occurs {len(starts)} times (starting at lines {listed}). Add surrounding "
+        "lines to old_string to make it unique, or set replace_all to replace every one."
+    )
 
 
 def _first_overlap(
@@ -203,8 +218,10 @@ def _replace(
     for start, end, writer in regions:
         shift = growth * bisect_right(ends, start)
         moved.append((start + shift, end + shift, writer))
-    added = [(start + growth * i, start + growth * i + len(new), index)
-             for i, (start, _) in enumerate(spans)]
+    added = [
+        (start + growth * i, start + growth * i + len(new), index)
+        for i, (start, _) in enumerate(spans)
+    ]
     return "".join(parts), moved + added
 
 

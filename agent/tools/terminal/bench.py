@@ -65,28 +65,42 @@ async def bench_calls(limited: ToolHarness, bare: ToolHarness, runs: int) -> lis
             ours.append(await _seconds(limited, command))
             baseline.append(await _seconds(bare, command))
         for name, q in (("p50", 0.5), ("p90", 0.9)):
-            rows.append(Row(f"run_terminal `{label}`: {name}", "no limits",
-                            percentile(baseline, q), percentile(ours, q), "s",
-                            f"{runs} calls each"))
+            rows.append(
+                Row(
+                    f"run_terminal `{label}`: {name}",
+                    "no limits",
+                    percentile(baseline, q),
+                    percentile(ours, q),
+                    "s",
+                    f"{runs} calls each",
+                )
+            )
     return rows
 
 
 async def bench_bomb(limited: ToolHarness, processes_by_cgroup: bool, limit: int) -> Row:
     name = "fork bomb: killed after"
     if not processes_by_cgroup:
-        return Row(name, "", None, None, "s",
-                   "not run: no cgroup enforces the process limit here")
+        return Row(name, "", None, None, "s", "not run: no cgroup enforces the process limit here")
     started = time.perf_counter()
     outcome = await limited.call("run_terminal", {"command": BOMB, "timeout": 60})
     elapsed = time.perf_counter() - started
     stopped = outcome.data.get("limit") == "tools.sandbox.max_processes"
-    return Row(name, "", None, elapsed if stopped else None, "s",
-               f"`{BOMB}` at {limit:,} processes" if stopped
-               else f"NOT stopped by the process limit: {outcome.text[-200:]}")
+    return Row(
+        name,
+        "",
+        None,
+        elapsed if stopped else None,
+        "s",
+        f"`{BOMB}` at {limit:,} processes"
+        if stopped
+        else f"NOT stopped by the process limit: {outcome.text[-200:]}",
+    )
 
 
-async def run_security_bench(settings: SandboxSettings, *, runs: int = 50,
-                             bomb: bool = True) -> tuple[list[Row], dict[str, Any]]:
+async def run_security_bench(
+    settings: SandboxSettings, *, runs: int = 50, bomb: bool = True
+) -> tuple[list[Row], dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="opencomposer-bench-") as scratch:
         root = Path(scratch)
         (root / "workspace").mkdir()
@@ -103,6 +117,9 @@ async def run_security_bench(settings: SandboxSettings, *, runs: int = 50,
         finally:
             await limited.close()
             await bare.close()
-        info = {"sandbox": limited.sandbox.name, "runs": runs,
-                "limits": [asdict(limit) for limit in limits.describe()]}
+        info = {
+            "sandbox": limited.sandbox.name,
+            "runs": runs,
+            "limits": [asdict(limit) for limit in limits.describe()],
+        }
     return rows, info

@@ -160,7 +160,8 @@ def _find_exec(args: list[str]) -> list[list[str]]:
 _GIT_PROGRAM_KEY = re.compile(
     r"(?i)^(alias\.|core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass)=|"
     r"(diff|merge|filter)\.[^=]*\.(command|textconv|driver|clean|smudge|process)=|"
-    r"sequence\.editor=|credential\.|gpg\.)")
+    r"sequence\.editor=|credential\.|gpg\.)"
+)
 
 
 def _inline_git_program(args: list[str]) -> str | None:

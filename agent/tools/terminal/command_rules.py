@@ -52,8 +52,11 @@ class _NamesGitFolder:
         parts = PurePosixPath(operand).parts
         if ".git" in parts:
             return True
-        return any(fnmatch.fnmatchcase(".git", part) for part in parts
-                   if part.startswith(".") and any(c in part for c in "*?["))
+        return any(
+            fnmatch.fnmatchcase(".git", part)
+            for part in parts
+            if part.startswith(".") and any(c in part for c in "*?[")
+        )
 
 
 READ_ONLY_PROGRAMS = (
@@ -126,8 +129,16 @@ GIT_FOLDER = _NamesGitFolder()
 # named `feature/x` is not caught (it could be a folder): approval errs on asking.
 _PATHSPEC = re.compile(r"^(\.\.?/?|\.{1,2}/.*|:.*|.*[*?\[].*|.*/|.*\.\w{1,8})$")
 # What keeps `find -delete` from deleting everything it walks.
-_FIND_NAME_TESTS = ("-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename",
-                    "-regex", "-iregex")
+_FIND_NAME_TESTS = (
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-regex",
+    "-iregex",
+)
 _FIND_EXEC = ("-exec", "-execdir", "-ok", "-okdir")
 _DELETERS = re.compile(r"^(.*/)?(rm|unlink|shred|rmdir)$")
 

@@ -105,8 +105,11 @@ def credential_parts(name: str, value: str) -> list[str]:
     if not value:
         return []
     parts = url_credentials(value)
-    if (is_secret_name(name) and name.upper() not in ACCESS_NAMES) or parts \
-            or looks_like_credential(value):
+    if (
+        (is_secret_name(name) and name.upper() not in ACCESS_NAMES)
+        or parts
+        or looks_like_credential(value)
+    ):
         return [value, *parts]
     return []
 

@@ -110,8 +110,11 @@ class Quarantine:
         changes: list[GitChange] = []
         with self._opened(path.parent, changes) as fd:
             if fd is not None and _exists(fd, path.name):
-                changes.append(self._move(fd, path.parent, path.name,
-                                          "names a git directory outside the workspace"))
+                changes.append(
+                    self._move(
+                        fd, path.parent, path.name, "names a git directory outside the workspace"
+                    )
+                )
         return changes
 
     def config(self, path: Path) -> list[GitChange]:
@@ -132,8 +135,11 @@ class Quarantine:
             return [self._move(fd, gitdir, "hooks", "not a folder")]
         hooks = os.open("hooks", _FOLDER, dir_fd=fd)
         try:
-            return [self._move(hooks, gitdir / "hooks", name, "hook")
-                    for name in sorted(_names(hooks)) if not name.endswith(".sample")]
+            return [
+                self._move(hooks, gitdir / "hooks", name, "hook")
+                for name in sorted(_names(hooks))
+                if not name.endswith(".sample")
+            ]
         finally:
             os.close(hooks)
 
@@ -143,7 +149,8 @@ class Quarantine:
         if pointer is None:
             return False
         return real_path(gitdir / pointer.decode(errors="replace").strip()).is_relative_to(
-            self.root)
+            self.root
+        )
 
     def _config_in(self, fd: int, folder: Path, name: str) -> list[GitChange]:
         if not _exists(fd, name):
@@ -161,8 +168,14 @@ class Quarantine:
         kept_at = self._destination(folder / name)
         kept_at.write_bytes(original)
         _replace(fd, name, render_config(kept))
-        return [GitChange(self._shown(folder / name), "rewritten",
-                          "removed " + ", ".join(dropped), str(kept_at))]
+        return [
+            GitChange(
+                self._shown(folder / name),
+                "rewritten",
+                "removed " + ", ".join(dropped),
+                str(kept_at),
+            )
+        ]
 
     def _move(self, fd: int, folder: Path, name: str, why: str) -> GitChange:
         destination = self._destination(folder / name)
@@ -204,8 +217,9 @@ class Quarantine:
             yield None
             return
         except OSError as exc:
-            changes.append(GitChange(self._shown(folder), "not checked",
-                                     exc.strerror or str(exc), ""))
+            changes.append(
+                GitChange(self._shown(folder), "not checked", exc.strerror or str(exc), "")
+            )
             yield None
             return
         try:
@@ -232,8 +246,11 @@ def _nested_gitdirs(fd: int) -> Iterator[Path]:
                     continue
                 for name in names:
                     info = _lstat(child, name)
-                    if info is not None and stat.S_ISDIR(info.st_mode) and \
-                            len(relative.parts) < _MAX_NESTING:
+                    if (
+                        info is not None
+                        and stat.S_ISDIR(info.st_mode)
+                        and len(relative.parts) < _MAX_NESTING
+                    ):
                         stack.append(relative / name)
             finally:
                 os.close(child)
@@ -272,8 +289,7 @@ def _exists(fd: int, name: str) -> bool:
 def _read(fd: int, name: str, limit: int = 4096) -> bytes | None:
     """A regular file's first `limit` bytes, None when it is missing or not a regular file."""
     try:
-        file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                       dir_fd=fd)
+        file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
     except OSError:
         return None
     with os.fdopen(file, "rb") as handle:
@@ -285,8 +301,9 @@ def _read(fd: int, name: str, limit: int = 4096) -> bytes | None:
 def _replace(fd: int, name: str, text: str) -> None:
     """Write `name` in the folder atomically: a new file beside it, then a rename."""
     temp = f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-    file = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   0o644, dir_fd=fd)
+    file = os.open(
+        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd
+    )
     try:
         with os.fdopen(file, "w") as handle:
             handle.write(text)

@@ -85,9 +85,16 @@ def _signature(files: Iterable[Path], repo: Repository) -> tuple[object, ...]:
     common = common_dir(repo.gitdir)
     if common is not None:
         base.append(common / "config")
-    env = tuple(os.environ.get(name) for name in
-                ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                 "GIT_CONFIG_NOSYSTEM"))
+    env = tuple(
+        os.environ.get(name)
+        for name in (
+            "HOME",
+            "XDG_CONFIG_HOME",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_CONFIG_SYSTEM",
+            "GIT_CONFIG_NOSYSTEM",
+        )
+    )
     return env, tuple(_stamp(path) for path in (*base, *files))
 
 
@@ -106,10 +113,23 @@ def _list_config(repo: Repository) -> ConfigFacts | None:
     env = {name: value for name, value in os.environ.items() if name not in _GIT_LOCATION}
     try:
         listed = subprocess.run(
-            [git, "--git-dir", str(repo.gitdir), "config", "--list", "--show-origin",
-             "--includes", "-z"],
-            cwd=repo.worktree, env=env, capture_output=True, timeout=_GIT_TIMEOUT,
-            stdin=subprocess.DEVNULL, check=False)
+            [
+                git,
+                "--git-dir",
+                str(repo.gitdir),
+                "config",
+                "--list",
+                "--show-origin",
+                "--includes",
+                "-z",
+            ],
+            cwd=repo.worktree,
+            env=env,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if listed.returncode != 0:
@@ -160,8 +180,12 @@ def parse_config(data: bytes) -> list[tuple[str, str | None]] | None:
     try:
         listed = subprocess.run(
             [git, "config", "--file", "-", "--no-includes", "--list", "-z"],
-            input=data, capture_output=True, timeout=_GIT_TIMEOUT, check=False,
-            env={"PATH": os.environ.get("PATH", ""), "GIT_CONFIG_NOSYSTEM": "1"})
+            input=data,
+            capture_output=True,
+            timeout=_GIT_TIMEOUT,
+            check=False,
+            env={"PATH": os.environ.get("PATH", ""), "GIT_CONFIG_NOSYSTEM": "1"},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if listed.returncode != 0:
@@ -191,5 +215,4 @@ def render_config(entries: list[tuple[str, str | None]]) -> str:
 
 
 def _escape(text: str) -> str:
-    return (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-            .replace("\t", "\\t"))
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")

@@ -176,8 +176,14 @@ class GitGuard:
                 changes = self._neutralize(place)
             except OSError as exc:
                 log.warning("could not neutralize %s: %s", place.path, exc)
-                changes = [GitChange(place.path.relative_to(self.root).as_posix(),
-                                     "not checked", exc.strerror or str(exc), "")]
+                changes = [
+                    GitChange(
+                        place.path.relative_to(self.root).as_posix(),
+                        "not checked",
+                        exc.strerror or str(exc),
+                        "",
+                    )
+                ]
             self._changes += changes
             complete &= not any(change.action == "not checked" for change in changes)
         return complete
@@ -218,8 +224,11 @@ class GitGuard:
             for gitdir in filter(None, gitdirs):
                 if gitdir.is_relative_to(self.root):
                     self._add(places, Place("gitdir", gitdir))
-            trusted = not repo.gitdir.is_relative_to(self.root) or trust_all or \
-                places.get(Place("gitdir", repo.gitdir)) in self._vetted
+            trusted = (
+                not repo.gitdir.is_relative_to(self.root)
+                or trust_all
+                or places.get(Place("gitdir", repo.gitdir)) in self._vetted
+            )
             repositories.append((repo, trusted))
         outer = enclosing_repository(self.root.parent)
         if outer is not None:
@@ -239,7 +248,8 @@ class GitGuard:
     def _outside_gitdirs(self, path: Path, gitdirs: Iterable[Path]) -> bool:
         """In the workspace, and not in a git directory (bound whole anyway)."""
         return path.is_relative_to(self.root) and not any(
-            path.is_relative_to(gitdir) for gitdir in gitdirs)
+            path.is_relative_to(gitdir) for gitdir in gitdirs
+        )
 
     def _add(self, places: dict[Place, _Identity], place: Place) -> None:
         places[place] = _identity(place.path)

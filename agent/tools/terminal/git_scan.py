@@ -100,9 +100,12 @@ class GitWalk:
 
 
 def _still_valid(listing: _Listing, info: os.stat_result) -> bool:
-    return (listing.complete and listing.ino == info.st_ino
-            and listing.ctime_ns == info.st_ctime_ns
-            and info.st_ctime_ns < listing.listed_ns - RACY_NS)
+    return (
+        listing.complete
+        and listing.ino == info.st_ino
+        and listing.ctime_ns == info.st_ctime_ns
+        and info.st_ctime_ns < listing.listed_ns - RACY_NS
+    )
 
 
 def _list(folder: str) -> _Listing:
@@ -129,8 +132,7 @@ def _list(folder: str) -> _Listing:
                 is_dir = entry.is_dir(follow_symlinks=False)
                 names.add(entry.name + ("/" if is_dir else ""))
                 if entry.name == ".git":
-                    kind: Kind = ("link" if entry.is_symlink() else "folder" if is_dir
-                                  else "file")
+                    kind: Kind = "link" if entry.is_symlink() else "folder" if is_dir else "file"
                     gits.append((entry.name, kind))
                 elif is_dir:
                     folders.append(os.path.join(folder, entry.name))
@@ -138,8 +140,14 @@ def _list(folder: str) -> _Listing:
         return _Listing(-1, -1, listed_ns, (), (), False, complete=False)
     finally:
         os.close(fd)
-    return _Listing(info.st_ino, info.st_ctime_ns, listed_ns, tuple(folders), tuple(gits),
-                    looks_like_gitdir(names))
+    return _Listing(
+        info.st_ino,
+        info.st_ctime_ns,
+        listed_ns,
+        tuple(folders),
+        tuple(gits),
+        looks_like_gitdir(names),
+    )
 
 
 def _now_ns() -> int:
@@ -222,5 +230,8 @@ def enclosing_repository(folder: Path) -> Repository | None:
 
 def gitdir_markers(folder: Path) -> set[str]:
     """The entries of `folder` that `looks_like_gitdir` asks about, as it wants them."""
-    return {f"{name}/" if (folder / name).is_dir() else name
-            for name in ("HEAD", "objects", "refs", "commondir") if (folder / name).exists()}
+    return {
+        f"{name}/" if (folder / name).is_dir() else name
+        for name in ("HEAD", "objects", "refs", "commondir")
+        if (folder / name).exists()
+    }

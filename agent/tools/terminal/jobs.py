@@ -271,8 +271,9 @@ class JobManager:
             raise InvalidArguments(f"timeout must be positive, got {timeout}")
         if self._closed:
             raise UnexpectedEnvironment("the terminal has been closed")
-        job = await self._start(command, self._check_cwd(cwd), stdin=background, network=network,
-                                on_output=on_output)
+        job = await self._start(
+            command, self._check_cwd(cwd), stdin=background, network=network, on_output=on_output
+        )
         wait = min(timeout, BACKGROUND_SETTLE) if background else timeout
         try:
             await asyncio.wait([job.supervisor], timeout=wait)
@@ -288,8 +289,9 @@ class JobManager:
         """Run a short command for the runtime itself (e.g. `git status` for the prompt), in
         the same sandbox but not as a job the model sees: (exit code, stdout), or None when
         it did not finish within `timeout` (it is killed)."""
-        process, limits = await self._spawn(command, self._check_cwd(cwd), stdin=False,
-                                            network=False)
+        process, limits = await self._spawn(
+            command, self._check_cwd(cwd), stdin=False, network=False
+        )
         try:
             stdout, _ = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
@@ -367,8 +369,9 @@ class JobManager:
         running = ", ".join(self._jobs) or "none"
         raise NotFound(f"no job {job_id!r}", hint=f"Jobs still running: {running}.")
 
-    async def _spawn(self, command: str, cwd: Path, *, stdin: bool,
-                     network: bool) -> tuple[asyncio.subprocess.Process, CommandLimits]:
+    async def _spawn(
+        self, command: str, cwd: Path, *, stdin: bool, network: bool
+    ) -> tuple[asyncio.subprocess.Process, CommandLimits]:
         try:
             limits = self._sandbox.limits.open()
         except OSError as exc:
@@ -386,12 +389,20 @@ class JobManager:
             ) from exc
         return process, limits
 
-    async def _start(self, command: str, cwd: Path, *, stdin: bool, network: bool,
-                     on_output: OnOutput | None) -> _Job:
+    async def _start(
+        self, command: str, cwd: Path, *, stdin: bool, network: bool, on_output: OnOutput | None
+    ) -> _Job:
         process, limits = await self._spawn(command, cwd, stdin=stdin, network=network)
         loop = asyncio.get_running_loop()
-        job = _Job(f"job-{next(self._ids)}", process, limits, _Window(self._output_cap), stdin,
-                   loop.time(), on_output)
+        job = _Job(
+            f"job-{next(self._ids)}",
+            process,
+            limits,
+            _Window(self._output_cap),
+            stdin,
+            loop.time(),
+            on_output,
+        )
         self._jobs[job.id] = job
         job.supervisor = asyncio.create_task(self._supervise(job), name=f"terminal {job.id}")
         return job
@@ -406,12 +417,14 @@ class JobManager:
         ]
         try:
             try:
-                job.stopped_by = await asyncio.wait_for(_exited(process, job.limits),
-                                                        self._max_lifetime)
+                job.stopped_by = await asyncio.wait_for(
+                    _exited(process, job.limits), self._max_lifetime
+                )
             except TimeoutError:
                 job.stopped_by = Breach(
                     "tools.sandbox.max_lifetime",
-                    f"[killed: ran past the {self._max_lifetime:g} s limit for one command]")
+                    f"[killed: ran past the {self._max_lifetime:g} s limit for one command]",
+                )
                 await self._terminate(process)
             # A limit hit as the command ended still explains how it ended (read before
             # stop(), which refuses every fork from then on).

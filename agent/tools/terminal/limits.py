@@ -45,8 +45,12 @@ SERVER_LEAF = "opencomposer"
 # 1 to 15 ms after a bomb of 1,024 processes, on 2 loaded cores).
 RELEASE_TIMEOUT = 2.0
 _RELEASE_POLL = 0.01
-_PRLIMIT = {resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_CPU: "cpu",
-            resource.RLIMIT_CORE: "core", resource.RLIMIT_AS: "as"}
+_PRLIMIT = {
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_CORE: "core",
+    resource.RLIMIT_AS: "as",
+}
 _SELF_CGROUP = Path("/proc/self/cgroup")
 _MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -138,15 +142,29 @@ class CommandLimits:
         """(events file, counter, breach) for each limit whose hit the cgroup counts."""
         counters = []
         if (events := self._file("pids.events")) is not None:
-            counters.append((events, "max", Breach(
-                "tools.sandbox.max_processes",
-                f"[killed: reached the limit of {self.max_processes:,} processes "
-                "(tools.sandbox.max_processes)]")))
+            counters.append(
+                (
+                    events,
+                    "max",
+                    Breach(
+                        "tools.sandbox.max_processes",
+                        f"[killed: reached the limit of {self.max_processes:,} processes "
+                        "(tools.sandbox.max_processes)]",
+                    ),
+                )
+            )
         if (oom := self._file("memory.events") or self._file("memory.oom_control")) is not None:
-            counters.append((oom, "oom_kill", Breach(
-                "tools.sandbox.max_memory_bytes",
-                f"[killed: out of memory: the command's processes together reached "
-                f"{_size(self.memory_bytes)} (tools.sandbox.max_memory_bytes)]")))
+            counters.append(
+                (
+                    oom,
+                    "oom_kill",
+                    Breach(
+                        "tools.sandbox.max_memory_bytes",
+                        f"[killed: out of memory: the command's processes together reached "
+                        f"{_size(self.memory_bytes)} (tools.sandbox.max_memory_bytes)]",
+                    ),
+                )
+            )
         return counters
 
     def _values(self) -> list[tuple[int, int]]:
@@ -168,12 +186,16 @@ class CommandLimits:
         with a no-op preexec_fn, 3.4 ms through sh and prlimit)."""
         prefix: list[str] = []
         if self.cgroups:
-            joins = " && ".join(f"echo 0 > {shlex.quote(str(f / 'cgroup.procs'))}"
-                                for f in self.cgroups)
+            joins = " && ".join(
+                f"echo 0 > {shlex.quote(str(f / 'cgroup.procs'))}" for f in self.cgroups
+            )
             prefix += ["/bin/sh", "-c", f'{joins} && exec "$@"', "opencomposer-limits"]
         if self.rlimits and self.prlimit is not None:
-            prefix += [str(self.prlimit),
-                       *(f"--{_PRLIMIT[which]}={v}:{v}" for which, v in self._values()), "--"]
+            prefix += [
+                str(self.prlimit),
+                *(f"--{_PRLIMIT[which]}={v}:{v}" for which, v in self._values()),
+                "--",
+            ]
         return [*prefix, *argv]
 
     @property
@@ -193,8 +215,9 @@ class CommandLimits:
 
     def breach(self) -> Breach | None:
         """The limit the command has hit, read from its cgroup's counters."""
-        return next((breach for path, key, breach in self._counters
-                     if _counter(path, key) > 0), None)
+        return next(
+            (breach for path, key, breach in self._counters if _counter(path, key) > 0), None
+        )
 
     def members(self) -> list[int]:
         pids: set[int] = set()
@@ -243,15 +266,20 @@ class ResourceLimits:
     """The limits every command of one sandbox runs under, and how this machine enforces
     each. `user_namespace`: the sandbox gives commands a user namespace of their own."""
 
-    def __init__(self, settings: SandboxSettings, *, user_namespace: bool,
-                 cgroups: Cgroups | None = None) -> None:
+    def __init__(
+        self, settings: SandboxSettings, *, user_namespace: bool, cgroups: Cgroups | None = None
+    ) -> None:
         self.settings = settings
         self.user_namespace = user_namespace
         self.cgroups = cgroups if cgroups is not None else find_cgroups()
         self.memory_bytes = settings.max_memory_bytes or half_of_memory()
         self.prlimit = find_program("prlimit")
-        self._nproc = (user_namespace and os.geteuid() != 0 and self.cgroups.pids is None
-                       and self.prlimit is not None)
+        self._nproc = (
+            user_namespace
+            and os.geteuid() != 0
+            and self.cgroups.pids is None
+            and self.prlimit is not None
+        )
         n = settings.max_processes
         self.wrapper = [str(self.prlimit), f"--nproc={n}:{n}", "--"] if self._nproc else []
         """Run inside the sandbox before the shell: sets RLIMIT_NPROC once the sandbox's user
@@ -269,16 +297,20 @@ class ResourceLimits:
 
     def per_process(self) -> CommandLimits:
         """The rlimits alone, memory as address space: for a short run nobody supervises."""
-        return CommandLimits(rlimits=self._rlimits(memory=True), prlimit=self.prlimit,
-                             memory_bytes=self.memory_bytes)
+        return CommandLimits(
+            rlimits=self._rlimits(memory=True), prlimit=self.prlimit, memory_bytes=self.memory_bytes
+        )
 
     def open(self) -> CommandLimits:
         """Make the cgroups of one command, limits written, ready for the child to join;
         `release()` it once the command has ended. Raises OSError, leaving nothing behind."""
         n = self.settings.max_processes
-        limits = CommandLimits(rlimits=self._rlimits(memory=self.cgroups.memory is None),
-                               prlimit=self.prlimit, max_processes=n,
-                               memory_bytes=self.memory_bytes)
+        limits = CommandLimits(
+            rlimits=self._rlimits(memory=self.cgroups.memory is None),
+            prlimit=self.prlimit,
+            max_processes=n,
+            memory_bytes=self.memory_bytes,
+        )
         name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             for parent in self.cgroups.folders:
@@ -303,60 +335,104 @@ class ResourceLimits:
         return [
             self._processes(),
             self._memory(),
-            Limit("file size", _size(s.max_file_bytes), "tools.sandbox.max_file_bytes",
-                  per_process, "a larger write fails (EFBIG, or SIGXFSZ for programs that "
-                  "do not handle it)"),
-            Limit("CPU time", f"{s.max_cpu_seconds:,} s", "tools.sandbox.max_cpu_seconds",
-                  per_process, "the process is killed"),
+            Limit(
+                "file size",
+                _size(s.max_file_bytes),
+                "tools.sandbox.max_file_bytes",
+                per_process,
+                "a larger write fails (EFBIG, or SIGXFSZ for programs that do not handle it)",
+            ),
+            Limit(
+                "CPU time",
+                f"{s.max_cpu_seconds:,} s",
+                "tools.sandbox.max_cpu_seconds",
+                per_process,
+                "the process is killed",
+            ),
             Limit("core dumps", "none", "", per_process, "a crash writes no core file"),
-            Limit("lifetime", f"{s.max_lifetime:g} s", "tools.sandbox.max_lifetime",
-                  "job supervisor", "the command's whole process tree is killed"),
+            Limit(
+                "lifetime",
+                f"{s.max_lifetime:g} s",
+                "tools.sandbox.max_lifetime",
+                "job supervisor",
+                "the command's whole process tree is killed",
+            ),
         ]
 
     def _processes(self) -> Limit:
         value = f"{self.settings.max_processes:,}"
         setting = "tools.sandbox.max_processes"
         if self.cgroups.pids is not None:
-            return Limit("processes", value, setting, f"cgroup v{self.cgroups.version}",
-                         "threads count too; reaching it kills the command")
+            return Limit(
+                "processes",
+                value,
+                setting,
+                f"cgroup v{self.cgroups.version}",
+                "threads count too; reaching it kills the command",
+            )
         if self._nproc:
-            return Limit("processes", value, setting,
-                         "rlimit in the sandbox's user namespace",
-                         "threads count too; forks beyond it fail, the command is not killed")
+            return Limit(
+                "processes",
+                value,
+                setting,
+                "rlimit in the sandbox's user namespace",
+                "threads count too; forks beyond it fail, the command is not killed",
+            )
         if not self.user_namespace:
-            why = ("the fallback sandbox has no user namespace, and RLIMIT_NPROC outside one "
-                   "counts every process of this user")
+            why = (
+                "the fallback sandbox has no user namespace, and RLIMIT_NPROC outside one "
+                "counts every process of this user"
+            )
         elif os.geteuid() == 0:
             why = "running as root, and RLIMIT_NPROC never applies to uid 0"
         else:
             why = "prlimit (util-linux) not found to set RLIMIT_NPROC in the sandbox"
-        return Limit("processes", value, setting, None,
-                     f"NOT enforced: no cgroup ({self.cgroups.reason}); {why}")
+        return Limit(
+            "processes",
+            value,
+            setting,
+            None,
+            f"NOT enforced: no cgroup ({self.cgroups.reason}); {why}",
+        )
 
     def _memory(self) -> Limit:
         value = _size(self.memory_bytes)
         setting = "tools.sandbox.max_memory_bytes"
         if self.cgroups.memory is not None:
-            return Limit("memory", value, setting, f"cgroup v{self.cgroups.version}",
-                         "all the command's processes together, swap included; reaching it "
-                         "kills the command")
-        return Limit("memory", value, setting, "rlimit, per process (address space)",
-                     f"an allocation beyond it fails; not the processes together (no cgroup: "
-                     f"{self.cgroups.reason})")
+            return Limit(
+                "memory",
+                value,
+                setting,
+                f"cgroup v{self.cgroups.version}",
+                "all the command's processes together, swap included; reaching it "
+                "kills the command",
+            )
+        return Limit(
+            "memory",
+            value,
+            setting,
+            "rlimit, per process (address space)",
+            f"an allocation beyond it fails; not the processes together (no cgroup: "
+            f"{self.cgroups.reason})",
+        )
 
     def summary(self) -> str:
         """One line: the limits grouped by how they are enforced."""
         groups: dict[str, list[str]] = {}
         for lim in self.describe():
             groups.setdefault(lim.enforced_by or "NOT enforced", []).append(
-                f"{lim.name} {lim.value}")
+                f"{lim.name} {lim.value}"
+            )
         return "; ".join(f"{how}: {', '.join(values)}" for how, values in groups.items())
 
     def problems(self) -> list[str]:
         """What a fork bomb or a memory hog could still do here."""
         weak = [lim for lim in self.describe() if lim.name in ("processes", "memory")]
-        return [f"{lim.name}: {lim.detail}" for lim in weak
-                if lim.enforced_by is None or lim.enforced_by.startswith("rlimit")]
+        return [
+            f"{lim.name}: {lim.detail}"
+            for lim in weak
+            if lim.enforced_by is None or lim.enforced_by.startswith("rlimit")
+        ]
 
 
 def _limit_memory(folder: Path, nbytes: int) -> None:
@@ -406,7 +482,7 @@ def _mount_folder(controller: str, path: str) -> Path | None:
 def _sweep(parent: Path) -> None:
     """Remove empty cgroups left by a process that died before releasing them."""
     for folder in parent.glob(f"{PREFIX}*-*"):
-        pid = folder.name[len(PREFIX):].split("-")[0]
+        pid = folder.name[len(PREFIX) :].split("-")[0]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
@@ -450,9 +526,11 @@ def _v2_folder(path: str | None) -> tuple[Path | None, str]:
         return folder, ""
     others = [p for p in _read(folder / "cgroup.procs").split() if int(p) != os.getpid()]
     if others:
-        return None, (f"cgroup v2 {path} holds {len(others)} other processes, so it cannot "
-                      "give controllers to commands; start the server in a cgroup of its own, "
-                      "e.g. `systemd-run --user --scope -p Delegate=yes opencomposer serve`")
+        return None, (
+            f"cgroup v2 {path} holds {len(others)} other processes, so it cannot "
+            "give controllers to commands; start the server in a cgroup of its own, "
+            "e.g. `systemd-run --user --scope -p Delegate=yes opencomposer serve`"
+        )
     if not _delegated(folder):
         return None, f"cgroup v2 {path} is not delegated to this process"
     leaf = folder / SERVER_LEAF
@@ -469,8 +547,9 @@ def _v2_folder(path: str | None) -> tuple[Path | None, str]:
 
 
 def _delegated(folder: Path) -> bool:
-    if not all(os.access(folder / name, os.W_OK)
-               for name in ("cgroup.procs", "cgroup.subtree_control")):
+    if not all(
+        os.access(folder / name, os.W_OK) for name in ("cgroup.procs", "cgroup.subtree_control")
+    ):
         return False
     if not folder.name.endswith((".service", ".scope", ".slice")):
         return True  # not a systemd unit: ours to manage once writable

@@ -69,7 +69,13 @@ class Sandbox(Protocol):
         ...
 
     async def spawn(
-        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool,
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        network: bool,
+        stdin: bool,
         limits: CommandLimits | None = None,
     ) -> asyncio.subprocess.Process:
         """`limits` comes from `self.limits.open()`, and the caller releases it once the
@@ -127,8 +133,12 @@ class BubblewrapSandbox:
     )
 
     def __init__(
-        self, workspace_root: Path, bwrap_path: Path, masked_paths: Iterable[Path],
-        settings: SandboxSettings | None = None, quarantine: Path | None = None,
+        self,
+        workspace_root: Path,
+        bwrap_path: Path,
+        masked_paths: Iterable[Path],
+        settings: SandboxSettings | None = None,
+        quarantine: Path | None = None,
     ) -> None:
         """`quarantine`: where the git guard keeps what it moves out of the workspace
         (default: under the data folder)."""
@@ -139,8 +149,9 @@ class BubblewrapSandbox:
         self.limits = ResourceLimits(self.settings, user_namespace=True)
         self.guard = GitGuard(self.workspace_root, quarantine or default_home() / "quarantine")
 
-    def arguments(self, command: str, *, cwd: Path, network: bool,
-                  git_pins: Sequence[Path] = ()) -> list[str]:
+    def arguments(
+        self, command: str, *, cwd: Path, network: bool, git_pins: Sequence[Path] = ()
+    ) -> list[str]:
         """The full bwrap command line. Order matters: later mounts cover earlier ones. The
         hidden homes come after the read-only root and the private /tmp, what is shown from
         them after those, the masks after all three, then the workspace, visible and writable
@@ -165,7 +176,13 @@ class BubblewrapSandbox:
         ]  # fmt: skip
 
     async def spawn(
-        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool,
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        network: bool,
+        stdin: bool,
         limits: CommandLimits | None = None,
     ) -> asyncio.subprocess.Process:
         # The environment reaches the command through bwrap's own environment rather than
@@ -173,10 +190,12 @@ class BubblewrapSandbox:
         # the same user.
         pins = await self._prepare()
         try:
-            argv = await asyncio.to_thread(self.arguments, command, cwd=cwd, network=network,
-                                           git_pins=pins)
-            process = await _start(argv, cwd=cwd, env=env, stdin=stdin,
-                                   limits=limits or self.limits.per_process())
+            argv = await asyncio.to_thread(
+                self.arguments, command, cwd=cwd, network=network, git_pins=pins
+            )
+            process = await _start(
+                argv, cwd=cwd, env=env, stdin=stdin, limits=limits or self.limits.per_process()
+            )
         except BaseException:
             self.guard.started(None)
             raise
@@ -191,6 +210,7 @@ class BubblewrapSandbox:
         try:
             return await asyncio.shield(preparing)
         except asyncio.CancelledError:
+
             def finish(done: "asyncio.Future[list[Path]]") -> None:
                 if not done.cancelled() and done.exception() is None:
                     self.guard.started(None)
@@ -218,11 +238,22 @@ class FallbackSandbox:
         )
 
     async def spawn(
-        self, command: str, *, cwd: Path, env: Mapping[str, str], network: bool, stdin: bool,
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        network: bool,
+        stdin: bool,
         limits: CommandLimits | None = None,
     ) -> asyncio.subprocess.Process:
-        return await _start([shell(), "-c", command], cwd=cwd, env=env, stdin=stdin,
-                            limits=limits or self.limits.per_process())
+        return await _start(
+            [shell(), "-c", command],
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            limits=limits or self.limits.per_process(),
+        )
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -261,12 +292,18 @@ def _cached_probe() -> tuple[Path | None, bool, str]:
     return bwrap, works, detail
 
 
-def detect_sandbox(workspace_root: Path, data_dir: Path,
-                   settings: SandboxSettings | None = None) -> Sandbox:
+def detect_sandbox(
+    workspace_root: Path, data_dir: Path, settings: SandboxSettings | None = None
+) -> Sandbox:
     """Bubblewrap when it can start a sandbox here, else the fallback, whose description
     carries the reason. The probe runs once per process."""
     bwrap, works, detail = _cached_probe()
     if works and bwrap is not None:
-        return BubblewrapSandbox(workspace_root, bwrap, default_masked_paths(Path.home(), data_dir),
-                                 settings, quarantine=data_dir / "quarantine")
+        return BubblewrapSandbox(
+            workspace_root,
+            bwrap,
+            default_masked_paths(Path.home(), data_dir),
+            settings,
+            quarantine=data_dir / "quarantine",
+        )
     return FallbackSandbox(f"bubblewrap unavailable: {detail}", settings)

@@ -119,15 +119,19 @@ def _wanted(home: Path, expose: Sequence[Path]) -> list[Path]:
 def _toolchain(folder: Path, home: Path) -> list[Path]:
     """A PATH folder and what its programs need beside it."""
     root = folder
-    if folder.name in _TOOLCHAIN_BINS and folder.parent not in (home, *HIDDEN_PLACES) and \
-            not any(folder.parent == home / name for name in _NEVER_WHOLE):
+    if (
+        folder.name in _TOOLCHAIN_BINS
+        and folder.parent not in (home, *HIDDEN_PLACES)
+        and not any(folder.parent == home / name for name in _NEVER_WHOLE)
+    ):
         root = folder.parent
     relative = root.relative_to(home).as_posix() if root.is_relative_to(home) else None
     return [root, *(home / name for name in _COMPANIONS.get(relative or "", ()))]
 
 
-def _shown(wanted: Iterable[Path], concealed: list[Path], workspace: Path
-           ) -> list[tuple[Path, Path]]:
+def _shown(
+    wanted: Iterable[Path], concealed: list[Path], workspace: Path
+) -> list[tuple[Path, Path]]:
     """Binds for what lies in a hidden place: at the real path, and at the path as named when
     that is a symlink in a hidden place (~/.gitconfig -> ~/dotfiles/gitconfig)."""
     binds: dict[Path, Path] = {}

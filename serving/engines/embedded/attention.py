@@ -47,9 +47,15 @@ class ForwardContext:
     _masks: dict[int, Tensor] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, block_tables: list[list[int]], query_lens: list[int],
-              context_lens: list[int], block_size: int, *,
-              capture_experts: bool = False) -> "ForwardContext":
+    def build(
+        cls,
+        block_tables: list[list[int]],
+        query_lens: list[int],
+        context_lens: list[int],
+        block_size: int,
+        *,
+        capture_experts: bool = False,
+    ) -> "ForwardContext":
         positions, slots, gathers = [], [], []
         for table, new, total in zip(block_tables, query_lens, context_lens, strict=True):
             if new < 1 or total < new or len(table) * block_size < total:
@@ -58,14 +64,19 @@ class ForwardContext:
             everything = torch.arange(total)
             context_slots = blocks[everything // block_size] * block_size + everything % block_size
             gathers.append(context_slots)
-            positions.append(everything[total - new:])
-            slots.append(context_slots[total - new:])
-        return cls(torch.cat(positions), list(query_lens), list(context_lens), torch.cat(slots),
-                   gathers, capture_experts)
+            positions.append(everything[total - new :])
+            slots.append(context_slots[total - new :])
+        return cls(
+            torch.cat(positions),
+            list(query_lens),
+            list(context_lens),
+            torch.cat(slots),
+            gathers,
+            capture_experts,
+        )
 
     @classmethod
-    def contiguous(cls, lengths: list[int], *, capture_experts: bool = False
-                   ) -> "ForwardContext":
+    def contiguous(cls, lengths: list[int], *, capture_experts: bool = False) -> "ForwardContext":
         """Whole sequences laid out one after the other in a scratch cache of sum(lengths)
         slots: a full forward without a block manager (tests, logits, training-style use)."""
         offsets = torch.cumsum(torch.tensor([0, *lengths]), 0).tolist()
@@ -107,21 +118,27 @@ def write_cache(cache: Tensor, ctx: ForwardContext, entries: Tensor) -> None:
     cache.index_copy_(0, ctx.slot_mapping, entries.to(cache.dtype))
 
 
-def paged_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, ctx: ForwardContext,
-                    scale: float) -> Tensor:
+def paged_attention(
+    q: Tensor, k_cache: Tensor, v_cache: Tensor, ctx: ForwardContext, scale: float
+) -> Tensor:
     """Causal attention of the new tokens' queries ([T, H, D]) over each sequence's cached keys
     and values ([slots, H_kv, D] / [slots, H_kv, D_v]); GQA when H is a multiple of H_kv.
     Returns [T, H, D_v]."""
     heads = q.shape[1]
     out = q.new_empty(q.shape[0], heads, v_cache.shape[-1])
-    for index, ((start, new, _), slots) in enumerate(zip(ctx.runs(), ctx.gather_indices,
-                                                          strict=True)):
+    for index, ((start, new, _), slots) in enumerate(
+        zip(ctx.runs(), ctx.gather_indices, strict=True)
+    ):
         keys = k_cache.index_select(0, slots).to(q.dtype)
         values = v_cache.index_select(0, slots).to(q.dtype)
         # 4-D inputs: on CPU, 3-D ones take a path measured 4.5x slower at 512 tokens.
         attended = F.scaled_dot_product_attention(
-            q[start:start + new].transpose(0, 1)[None], keys.transpose(0, 1)[None],
-            values.transpose(0, 1)[None], attn_mask=ctx.mask(index), scale=scale,
-            enable_gqa=keys.shape[1] != heads)
-        out[start:start + new] = attended[0].transpose(0, 1)
+            q[start : start + new].transpose(0, 1)[None],
+            keys.transpose(0, 1)[None],
+            values.transpose(0, 1)[None],
+            attn_mask=ctx.mask(index),
+            scale=scale,
+            enable_gqa=keys.shape[1] != heads,
+        )
+        out[start : start + new] = attended[0].transpose(0, 1)
     return out

@@ -51,7 +51,7 @@ FEW_ACCEPTED = 0.2
 """Below this acceptance rate the note says speculation cannot pay (random weights)."""
 
 PROMPT_TEXTS = (
-    "def fibonacci(n: int) -> int:\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    'def fibonacci(n: int) -> int:\n    """Return the n-th Fibonacci number."""\n',
     "Explain in two sentences why a hash map lookup takes constant time on average.",
     "import json\nfrom pathlib import Path\n\n\ndef load_config(path: Path) -> dict:\n",
     "Write a Python function that reads a CSV file and returns its rows as dictionaries.",
@@ -66,8 +66,6 @@ prompts share a first KV block (the prefix cache would skip their prefill)."""
 
 class BenchError(Exception):
     """Sizes this model cannot run; the message says which."""
-
-
 
 
 @dataclass
@@ -98,8 +96,11 @@ class Timing:
         """Mean over requests of (E2E - TTFT) / (output tokens - 1)."""
         if self.ttft is None:
             return None
-        per_request = [(end - first) / (len(out) - 1) for out, first, end
-                       in zip(self.outputs, self.ttft, self.e2e, strict=True) if len(out) > 1]
+        per_request = [
+            (end - first) / (len(out) - 1)
+            for out, first, end in zip(self.outputs, self.ttft, self.e2e, strict=True)
+            if len(out) > 1
+        ]
         return statistics.mean(per_request) if per_request else None
 
 
@@ -122,14 +123,18 @@ def make_prompts(folder: Path, model: CausalLM, count: int) -> Prompts:
     tokenizer_file = folder / "tokenizer.json"
     if not tokenizer_file.is_file():
         gen = torch.Generator().manual_seed(SEED)
-        decode = [torch.randint(model.vocab_size, (SYNTHETIC_PROMPT_TOKENS,), generator=gen)
-                  .tolist() for _ in range(count)]
+        decode = [
+            torch.randint(model.vocab_size, (SYNTHETIC_PROMPT_TOKENS,), generator=gen).tolist()
+            for _ in range(count)
+        ]
         long = torch.randint(model.vocab_size, (long_length,), generator=gen).tolist()
         return Prompts(decode, long, f"random token ids (seed {SEED})")
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     texts = [PROMPT_TEXTS[i % len(PROMPT_TEXTS)] for i in range(count)]
-    texts = [text if i < len(PROMPT_TEXTS) else f"{i // len(PROMPT_TEXTS)}. {text}"
-             for i, text in enumerate(texts)]
+    texts = [
+        text if i < len(PROMPT_TEXTS) else f"{i // len(PROMPT_TEXTS)}. {text}"
+        for i, text in enumerate(texts)
+    ]
     decode = [tokenizer.encode(text).ids for text in texts]
     long: list[int] = []
     while len(long) < long_length:
@@ -142,13 +147,21 @@ def engine_config(prompts: Prompts, max_tokens: int, draft_tokens: int) -> Engin
     block = EngineConfig.block_size
     per_sequence = [len(p) + max_tokens + draft_tokens + block for p in prompts.decode]
     slots = max(sum(per_sequence), len(prompts.long) + block)
-    return EngineConfig(kv_cache_tokens=-(-slots // block) * block,
-                        max_batch_tokens=max(EngineConfig.max_batch_tokens, len(prompts.long)),
-                        max_seqs=max(EngineConfig.max_seqs, len(prompts.decode)))
+    return EngineConfig(
+        kv_cache_tokens=-(-slots // block) * block,
+        max_batch_tokens=max(EngineConfig.max_batch_tokens, len(prompts.long)),
+        max_seqs=max(EngineConfig.max_seqs, len(prompts.decode)),
+    )
 
 
-def run_engine(model: CausalLM, config: EngineConfig, prompts: list[list[int]],
-               options: SamplingOptions, *, batch: int) -> Timing:
+def run_engine(
+    model: CausalLM,
+    config: EngineConfig,
+    prompts: list[list[int]],
+    options: SamplingOptions,
+    *,
+    batch: int,
+) -> Timing:
     """`prompts` on a fresh engine, `batch` at a time (each group runs to completion before
     the next starts), stepping the engine ourselves to see when each request gets its first
     and last token."""
@@ -160,7 +173,7 @@ def run_engine(model: CausalLM, config: EngineConfig, prompts: list[list[int]],
     seconds = 0.0
     for start in range(0, len(prompts), batch):
         began = time.perf_counter()
-        seqs = [llm.add(prompt, options) for prompt in prompts[start:start + batch]]
+        seqs = [llm.add(prompt, options) for prompt in prompts[start : start + batch]]
         first: dict[int, float] = {}
         last: dict[int, float] = {}
         while llm.has_work():
@@ -190,8 +203,10 @@ def interleaved(runs: dict[str, Callable[[], Timing]], repeat: int) -> dict[str,
     for _ in range(repeat):
         for name, run in runs.items():
             timings[name].append(run())
-    return {name: sorted(done, key=lambda timing: timing.seconds)[len(done) // 2]
-            for name, done in timings.items()}
+    return {
+        name: sorted(done, key=lambda timing: timing.seconds)[len(done) // 2]
+        for name, done in timings.items()
+    }
 
 
 def peak_rss_mb() -> float:
@@ -199,8 +214,7 @@ def peak_rss_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes there, KiB here
 
 
-def load_transformers(folder: Path, device: torch.device, dtype: torch.dtype
-                      ) -> tuple[Any, str]:
+def load_transformers(folder: Path, device: torch.device, dtype: torch.dtype) -> tuple[Any, str]:
     """(transformers' model of the folder, "") or (None, why not)."""
     try:
         import transformers
@@ -216,19 +230,22 @@ def load_transformers(folder: Path, device: torch.device, dtype: torch.dtype
     return model.to(device).eval(), ""
 
 
-def transformers_generate(model: Any, prompts: list[list[int]], max_tokens: int,
-                          device: torch.device) -> Timing:
+def transformers_generate(
+    model: Any, prompts: list[list[int]], max_tokens: int, device: torch.device
+) -> Timing:
     """Greedy `generate`, one prompt at a time."""
     from transformers import GenerationConfig
 
-    config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False,
-                              pad_token_id=model.config.pad_token_id or 0)
+    config = GenerationConfig(
+        max_new_tokens=max_tokens, do_sample=False, pad_token_id=model.config.pad_token_id or 0
+    )
     outputs, e2e = [], []
     for prompt in prompts:
         ids = torch.tensor([prompt], device=device)
         began = time.perf_counter()
-        generated = model.generate(ids, attention_mask=torch.ones_like(ids),
-                                   generation_config=config)[0, len(prompt):].tolist()
+        generated = model.generate(
+            ids, attention_mask=torch.ones_like(ids), generation_config=config
+        )[0, len(prompt) :].tolist()
         e2e.append(time.perf_counter() - began)
         outputs.append(generated)
     return Timing(sum(e2e), outputs, e2e)
@@ -247,8 +264,10 @@ def first_difference(ours: list[list[int]], theirs: list[list[int]]) -> str:
     """Where two runs' outputs first differ ("" when they do not)."""
     for request, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a != b:
-            at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                      min(len(a), len(b)))
+            at = next(
+                (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)),
+            )
             return f"request {request}, token {at}"
     return ""
 
@@ -256,30 +275,60 @@ def first_difference(ours: list[list[int]], theirs: list[list[int]]) -> str:
 def spec_rows(plain: Timing, spec: Timing, draft_tokens: int) -> list[Row]:
     stats = spec.spec or SpecStats()
     identical = spec.outputs == plain.outputs
-    note = (f"{draft_tokens} drafts a step; outputs identical" if identical else
-            f"outputs DIFFER at {first_difference(spec.outputs, plain.outputs)}: greedy "
-            "speculation must be lossless")
+    note = (
+        f"{draft_tokens} drafts a step; outputs identical"
+        if identical
+        else f"outputs DIFFER at {first_difference(spec.outputs, plain.outputs)}: greedy "
+        "speculation must be lossless"
+    )
     rate = stats.accept_rate or 0.0
     if rate < FEW_ACCEPTED:
-        note += ("; few drafts accepted (random weights?), so a speed-up near or below 1 "
-                 "is expected")
-    speed_up = (f"speed-up {plain.tpot / spec.tpot:.2f}x (baseline / ours)"
-                if plain.tpot and spec.tpot else "")
+        note += "; few drafts accepted (random weights?), so a speed-up near or below 1 is expected"
+    speed_up = (
+        f"speed-up {plain.tpot / spec.tpot:.2f}x (baseline / ours)"
+        if plain.tpot and spec.tpot
+        else ""
+    )
     return [
-        Row("MTP: output tokens/s", "plain greedy", plain.tokens_per_second,
-            spec.tokens_per_second, "tok/s", note, identical),
+        Row(
+            "MTP: output tokens/s",
+            "plain greedy",
+            plain.tokens_per_second,
+            spec.tokens_per_second,
+            "tok/s",
+            note,
+            identical,
+        ),
         Row("MTP: TPOT", "plain greedy", plain.tpot, spec.tpot, "s", speed_up),
-        Row("MTP: acceptance length", "no drafts", 1.0, stats.accept_length, "tokens",
-            f"tokens per verify step (at most {draft_tokens + 1})"),
-        Row("MTP: acceptance rate", "", None, rate * 100, "%",
-            f"{stats.accepted} of {stats.drafted} drafts"),
+        Row(
+            "MTP: acceptance length",
+            "no drafts",
+            1.0,
+            stats.accept_length,
+            "tokens",
+            f"tokens per verify step (at most {draft_tokens + 1})",
+        ),
+        Row(
+            "MTP: acceptance rate",
+            "",
+            None,
+            rate * 100,
+            "%",
+            f"{stats.accepted} of {stats.drafted} drafts",
+        ),
     ]
 
 
-def run_engine_bench(model: CausalLM, folder: Path, *, prompts: int, max_tokens: int,
-                     draft_tokens: int, repeat: int,
-                     progress: Callable[[str], None] = lambda _: None
-                     ) -> tuple[list[Row], dict[str, Any]]:
+def run_engine_bench(
+    model: CausalLM,
+    folder: Path,
+    *,
+    prompts: int,
+    max_tokens: int,
+    draft_tokens: int,
+    repeat: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[list[Row], dict[str, Any]]:
     """Every measurement above, for `model` just loaded from the checkpoint `folder`: our
     engine's runs first (then the memory figures), then transformers' beside ours again."""
     parameter = next(model.parameters())
@@ -291,16 +340,19 @@ def run_engine_bench(model: CausalLM, folder: Path, *, prompts: int, max_tokens:
     inputs = make_prompts(folder, model, max(prompts, *BATCH_SIZES))
     longest = max(len(prompt) for prompt in inputs.decode) + max_tokens + draft_tokens
     if longest > model.max_positions:
-        raise BenchError(f"{max_tokens} output tokens after prompts of up to "
-                         f"{longest - max_tokens - draft_tokens} tokens exceed the model's "
-                         f"context ({model.max_positions} positions)")
+        raise BenchError(
+            f"{max_tokens} output tokens after prompts of up to "
+            f"{longest - max_tokens - draft_tokens} tokens exceed the model's "
+            f"context ({model.max_positions} positions)"
+        )
     config = engine_config(inputs, max_tokens, draft_tokens)
     chosen = inputs.decode[:prompts]
     plain = SamplingOptions(max_tokens=max_tokens)
     spec = SamplingOptions(max_tokens=max_tokens, draft_tokens=draft_tokens)
 
-    def ours(batch_prompts: list[list[int]], options: SamplingOptions, batch: int = 1
-             ) -> Callable[[], Timing]:
+    def ours(
+        batch_prompts: list[list[int]], options: SamplingOptions, batch: int = 1
+    ) -> Callable[[], Timing]:
         run_engine(model, config, batch_prompts[:1], options, batch=1)  # warm-up
         return lambda: run_engine(model, config, batch_prompts, options, batch=batch)
 
@@ -313,18 +365,52 @@ def run_engine_bench(model: CausalLM, folder: Path, *, prompts: int, max_tokens:
     runs["prefill"] = ours([inputs.long], SamplingOptions(max_tokens=1))
     progress(f"{', '.join(runs)}: {repeat} rounds")
     timed = interleaved(runs, repeat)
-    rows = (spec_rows(timed["plain"], timed["spec"], draft_tokens) if "spec" in timed else
-            [Row("MTP: output tokens/s", "plain greedy", timed["plain"].tokens_per_second,
-                 None, "tok/s", f"skipped: {type(model).__name__} has no MTP layer")])
-    rows += [Row(f"batch {size}: output tokens/s", "batch 1", timed["plain"].tokens_per_second,
-                 timed[f"batch {size}"].tokens_per_second, "tok/s",
-                 f"{size} requests at once, all their tokens") for size in BATCH_SIZES[1:]]
-    memory = [Row("peak RSS", "after loading", rss_loaded, peak_rss_mb(), "MB",
-                  f"ru_maxrss; a KV cache of {config.kv_cache_tokens} slots")]
+    rows = (
+        spec_rows(timed["plain"], timed["spec"], draft_tokens)
+        if "spec" in timed
+        else [
+            Row(
+                "MTP: output tokens/s",
+                "plain greedy",
+                timed["plain"].tokens_per_second,
+                None,
+                "tok/s",
+                f"skipped: {type(model).__name__} has no MTP layer",
+            )
+        ]
+    )
+    rows += [
+        Row(
+            f"batch {size}: output tokens/s",
+            "batch 1",
+            timed["plain"].tokens_per_second,
+            timed[f"batch {size}"].tokens_per_second,
+            "tok/s",
+            f"{size} requests at once, all their tokens",
+        )
+        for size in BATCH_SIZES[1:]
+    ]
+    memory = [
+        Row(
+            "peak RSS",
+            "after loading",
+            rss_loaded,
+            peak_rss_mb(),
+            "MB",
+            f"ru_maxrss; a KV cache of {config.kv_cache_tokens} slots",
+        )
+    ]
     if device.type == "cuda":
-        memory.append(Row("peak CUDA memory", "weights", weights_cuda / 2**20,
-                          torch.cuda.max_memory_allocated(device) / 2**20, "MB",
-                          "torch.cuda.max_memory_allocated"))
+        memory.append(
+            Row(
+                "peak CUDA memory",
+                "weights",
+                weights_cuda / 2**20,
+                torch.cuda.max_memory_allocated(device) / 2**20,
+                "MB",
+                "torch.cuda.max_memory_allocated",
+            )
+        )
 
     progress("transformers: loading the same weights")
     reference, why_not = load_transformers(folder, device, dtype)
@@ -332,28 +418,43 @@ def run_engine_bench(model: CausalLM, folder: Path, *, prompts: int, max_tokens:
         transformers_generate(reference, chosen[:1], min(4, max_tokens), device)  # warm-up
         transformers_prefill(reference, inputs.long, device)
         progress(f"transformers beside ours: {repeat} rounds")
-        timed |= interleaved({
-            "plain": runs["plain"], "prefill": runs["prefill"],
-            "theirs": lambda: transformers_generate(reference, chosen, max_tokens, device),
-            "their prefill": lambda: transformers_prefill(reference, inputs.long, device),
-        }, repeat)
+        timed |= interleaved(
+            {
+                "plain": runs["plain"],
+                "prefill": runs["prefill"],
+                "theirs": lambda: transformers_generate(reference, chosen, max_tokens, device),
+                "their prefill": lambda: transformers_prefill(reference, inputs.long, device),
+            },
+            repeat,
+        )
     rows.append(versus_transformers(timed["plain"], timed.get("theirs"), why_not))
     their_prefill = timed.get("their prefill")
-    rows.append(Row(
-        f"prefill {len(inputs.long)}: tokens/s", "transformers",
-        len(inputs.long) / their_prefill.seconds if their_prefill else None,
-        len(inputs.long) / timed["prefill"].seconds, "tok/s",
-        "to the first token" if their_prefill else f"baseline skipped: {why_not}"))
+    rows.append(
+        Row(
+            f"prefill {len(inputs.long)}: tokens/s",
+            "transformers",
+            len(inputs.long) / their_prefill.seconds if their_prefill else None,
+            len(inputs.long) / timed["prefill"].seconds,
+            "tok/s",
+            "to the first token" if their_prefill else f"baseline skipped: {why_not}",
+        )
+    )
     rows += memory
 
     info = {
-        "model": folder.name, "folder": str(folder), "family": type(model).__name__,
-        "device": str(device), "dtype": str(dtype).removeprefix("torch."),
-        "threads": torch.get_num_threads(), "prompt_source": inputs.source,
+        "model": folder.name,
+        "folder": str(folder),
+        "family": type(model).__name__,
+        "device": str(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "threads": torch.get_num_threads(),
+        "prompt_source": inputs.source,
         "prompts": prompts,
         "prompt_tokens": statistics.mean(len(p) for p in chosen),
-        "prefill_tokens": len(inputs.long), "max_tokens": max_tokens,
-        "draft_tokens": draft_tokens if model.num_mtp_layers else 0, "repeat": repeat,
+        "prefill_tokens": len(inputs.long),
+        "max_tokens": max_tokens,
+        "draft_tokens": draft_tokens if model.num_mtp_layers else 0,
+        "repeat": repeat,
     }
     return rows, info
 
@@ -361,10 +462,26 @@ def run_engine_bench(model: CausalLM, folder: Path, *, prompts: int, max_tokens:
 def versus_transformers(ours: Timing, theirs: Timing | None, why_not: str) -> Row:
     name = "generate: output tokens/s"
     if theirs is None:
-        return Row(name, "transformers", None, ours.tokens_per_second, "tok/s",
-                   f"baseline skipped: {why_not}")
+        return Row(
+            name,
+            "transformers",
+            None,
+            ours.tokens_per_second,
+            "tok/s",
+            f"baseline skipped: {why_not}",
+        )
     identical = ours.outputs == theirs.outputs
-    note = "batch 1; outputs identical" if identical else (
-        f"batch 1; outputs differ at {first_difference(ours.outputs, theirs.outputs)}")
-    return Row(name, "transformers", theirs.tokens_per_second, ours.tokens_per_second,
-               "tok/s", note, identical)
+    note = (
+        "batch 1; outputs identical"
+        if identical
+        else (f"batch 1; outputs differ at {first_difference(ours.outputs, theirs.outputs)}")
+    )
+    return Row(
+        name,
+        "transformers",
+        theirs.tokens_per_second,
+        ours.tokens_per_second,
+        "tok/s",
+        note,
+        identical,
+    )

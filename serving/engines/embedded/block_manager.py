@@ -20,8 +20,9 @@ class OutOfBlocks(Exception):
 
 
 def _chain(previous: bytes, tokens: list[int]) -> bytes:
-    return hashlib.blake2b(previous + b"".join(t.to_bytes(4, "little") for t in tokens),
-                           digest_size=16).digest()
+    return hashlib.blake2b(
+        previous + b"".join(t.to_bytes(4, "little") for t in tokens), digest_size=16
+    ).digest()
 
 
 class BlockManager:
@@ -50,7 +51,7 @@ class BlockManager:
         reusable: list[int] = []
         matched = b""
         for start in range(0, len(seq.token_ids) - 1 - (len(seq.token_ids) - 1) % size, size):
-            digest = _chain(matched, seq.token_ids[start:start + size])
+            digest = _chain(matched, seq.token_ids[start : start + size])
             block = self._by_hash.get(digest)
             if block is None:
                 break
@@ -79,7 +80,7 @@ class BlockManager:
         done, digest = self._registered.get(seq.id, (0, b""))
         full = min(seq.num_cached, len(seq.token_ids)) // size
         for index in range(done, full):
-            digest = _chain(digest, seq.token_ids[index * size:(index + 1) * size])
+            digest = _chain(digest, seq.token_ids[index * size : (index + 1) * size])
             block = seq.block_table[index]
             if digest not in self._by_hash:
                 self._forget(block)

@@ -19,7 +19,6 @@ formats keeps it in history.
 """
 
 # DeepSeek's markers are spelled with FULLWIDTH VERTICAL LINE on purpose.
-# ruff: noqa: RUF001
 
 import json
 from collections.abc import Callable, Sequence
@@ -43,10 +42,22 @@ DEEPSEEK_TOOL_SEP = "<｜tool▁sep｜>"
 DEEPSEEK_OUTPUT_BEGIN = "<｜tool▁output▁begin｜>"
 DEEPSEEK_OUTPUT_END = "<｜tool▁output▁end｜>"
 DEEPSEEK_SPECIAL_TOKENS = (
-    DEEPSEEK_BOS, DEEPSEEK_EOS, DEEPSEEK_USER, DEEPSEEK_ASSISTANT,
-    DEEPSEEK_V3.section_begin[0], DEEPSEEK_V3.section_end[0], DEEPSEEK_V3.call_begin,
-    DEEPSEEK_V3.call_end, DEEPSEEK_TOOL_SEP, DEEPSEEK_OUTPUT_BEGIN, DEEPSEEK_OUTPUT_END,
-    "<think>", "</think>", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>",
+    DEEPSEEK_BOS,
+    DEEPSEEK_EOS,
+    DEEPSEEK_USER,
+    DEEPSEEK_ASSISTANT,
+    DEEPSEEK_V3.section_begin[0],
+    DEEPSEEK_V3.section_end[0],
+    DEEPSEEK_V3.call_begin,
+    DEEPSEEK_V3.call_end,
+    DEEPSEEK_TOOL_SEP,
+    DEEPSEEK_OUTPUT_BEGIN,
+    DEEPSEEK_OUTPUT_END,
+    "<think>",
+    "</think>",
+    "<｜fim▁begin｜>",
+    "<｜fim▁hole｜>",
+    "<｜fim▁end｜>",
 )
 """Every marker the DeepSeek format writes, its fill-in-the-middle sentinels included: a
 tokenizer for it must keep each one whole."""
@@ -82,15 +93,18 @@ def _arguments_value(call: ToolCall) -> Any:
 
 def _hermes_tools(tools: Sequence[ToolSpec]) -> str:
     declarations = "\n".join(json.dumps(t.to_openai(), ensure_ascii=False) for t in tools)
-    return ("# Tools\n\nYou may call one or more functions to help with the request. Their "
-            f"signatures are in <tools></tools> tags:\n<tools>\n{declarations}\n</tools>\n\n"
-            "To call a function, write a JSON object with its name and arguments inside "
-            "<tool_call></tool_call> tags:\n<tool_call>\n"
-            '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>')
+    return (
+        "# Tools\n\nYou may call one or more functions to help with the request. Their "
+        f"signatures are in <tools></tools> tags:\n<tools>\n{declarations}\n</tools>\n\n"
+        "To call a function, write a JSON object with its name and arguments inside "
+        "<tool_call></tool_call> tags:\n<tool_call>\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
 
 
-def hermes_messages(messages: Sequence[ChatMessage],
-                    tools: Sequence[ToolSpec]) -> list[dict[str, str]]:
+def hermes_messages(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]
+) -> list[dict[str, str]]:
     """The conversation as plain role/content turns, tools declared in the system turn and
     calls and results written in Hermes tags: what a tool-unaware template can render."""
     turns: list[dict[str, str]] = []
@@ -107,8 +121,10 @@ def hermes_messages(messages: Sequence[ChatMessage],
             else:
                 turns.append({"role": "user", "content": response})
             continue
-        calls = [json.dumps({"name": c.name, "arguments": _arguments_value(c)},
-                            ensure_ascii=False) for c in message.tool_calls]
+        calls = [
+            json.dumps({"name": c.name, "arguments": _arguments_value(c)}, ensure_ascii=False)
+            for c in message.tool_calls
+        ]
         parts = ([content] if content else []) + [f"<tool_call>\n{c}\n</tool_call>" for c in calls]
         turns.append({"role": message.role, "content": "\n".join(parts)})
     return turns
@@ -116,8 +132,10 @@ def hermes_messages(messages: Sequence[ChatMessage],
 
 def _render_chatml(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> str:
     turns = hermes_messages(messages, tools)
-    return "".join(f"<|im_start|>{t['role']}\n{t['content']}<|im_end|>\n"
-                   for t in turns) + "<|im_start|>assistant\n"
+    return (
+        "".join(f"<|im_start|>{t['role']}\n{t['content']}<|im_end|>\n" for t in turns)
+        + "<|im_start|>assistant\n"
+    )
 
 
 CHATML = ChatFormat("chatml", _render_chatml, HERMES, ("<|im_end|>",))
@@ -126,17 +144,26 @@ CHATML = ChatFormat("chatml", _render_chatml, HERMES, ("<|im_end|>",))
 
 
 def _deepseek_tools(tools: Sequence[ToolSpec]) -> str:
-    listed = "".join(f"### {t.name}\nDescription: {t.description}\n\nParameters: "
-                     f"{json.dumps(t.parameters, ensure_ascii=False)}\n\n" for t in tools)
-    example = (f"{DEEPSEEK_V3.section_begin[0]}{DEEPSEEK_V3.call_begin}tool_call_name"
-               f"{DEEPSEEK_TOOL_SEP}tool_call_arguments{DEEPSEEK_V3.call_end}"
-               f"{{{{additional_tool_calls}}}}{DEEPSEEK_V3.section_end[0]}")
-    return ("## Tools\nYou have access to the following tools:\n\n" + listed
-            + "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n" + example
-            + "\n\nWhere:\n\n- `tool_call_name` must be an exact match to one of the available "
-            "tools\n- `tool_call_arguments` must be valid JSON that strictly follows the tool's "
-            "Parameters Schema\n- For multiple tool calls, chain them directly without "
-            "separators or spaces\n")
+    listed = "".join(
+        f"### {t.name}\nDescription: {t.description}\n\nParameters: "
+        f"{json.dumps(t.parameters, ensure_ascii=False)}\n\n"
+        for t in tools
+    )
+    example = (
+        f"{DEEPSEEK_V3.section_begin[0]}{DEEPSEEK_V3.call_begin}tool_call_name"
+        f"{DEEPSEEK_TOOL_SEP}tool_call_arguments{DEEPSEEK_V3.call_end}"
+        f"{{{{additional_tool_calls}}}}{DEEPSEEK_V3.section_end[0]}"
+    )
+    return (
+        "## Tools\nYou have access to the following tools:\n\n"
+        + listed
+        + "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n"
+        + example
+        + "\n\nWhere:\n\n- `tool_call_name` must be an exact match to one of the available "
+        "tools\n- `tool_call_arguments` must be valid JSON that strictly follows the tool's "
+        "Parameters Schema\n- For multiple tool calls, chain them directly without "
+        "separators or spaces\n"
+    )
 
 
 def _render_deepseek(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> str:
@@ -156,10 +183,15 @@ def _render_deepseek(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec])
                 out.append(DEEPSEEK_ASSISTANT + "</think>")
             out.append(message.content or "")
             if message.tool_calls:
-                out += [DEEPSEEK_V3.section_begin[0],
-                        *(f"{DEEPSEEK_V3.call_begin}{c.name}{DEEPSEEK_TOOL_SEP}{c.arguments}"
-                          f"{DEEPSEEK_V3.call_end}" for c in message.tool_calls),
-                        DEEPSEEK_V3.section_end[0]]
+                out += [
+                    DEEPSEEK_V3.section_begin[0],
+                    *(
+                        f"{DEEPSEEK_V3.call_begin}{c.name}{DEEPSEEK_TOOL_SEP}{c.arguments}"
+                        f"{DEEPSEEK_V3.call_end}"
+                        for c in message.tool_calls
+                    ),
+                    DEEPSEEK_V3.section_end[0],
+                ]
             out.append(DEEPSEEK_EOS)
         after_user = message.role == "user" or (after_user and message.role == "system")
     if after_user:
@@ -193,21 +225,29 @@ def kimi_call_ids(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 def _render_kimi(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> str:
     out = []
     if tools:
-        declared = json.dumps([t.to_openai() for t in tools], separators=(",", ":"),
-                              ensure_ascii=False)
+        declared = json.dumps(
+            [t.to_openai() for t in tools], separators=(",", ":"), ensure_ascii=False
+        )
         out.append(f"<|im_system|>tool_declare<|im_middle|>{declared}<|im_end|>")
     if not messages or messages[0].role != "system":
         out.append(f"<|im_system|>system<|im_middle|>{KIMI_DEFAULT_SYSTEM}<|im_end|>")
     for message in kimi_call_ids(messages):
-        marker = {"user": "<|im_user|>", "assistant": "<|im_assistant|>"}.get(message.role,
-                                                                             "<|im_system|>")
+        marker = {"user": "<|im_user|>", "assistant": "<|im_assistant|>"}.get(
+            message.role, "<|im_system|>"
+        )
         body = message.content or ""
         if message.role == "tool":
             body = f"## Return of {message.tool_call_id}\n{body}"
         if message.tool_calls:
-            body += KIMI_K2.section_begin[0] + "".join(
-                f"{KIMI_K2.call_begin}{c.id}<|tool_call_argument_begin|>{c.arguments}"
-                f"{KIMI_K2.call_end}" for c in message.tool_calls) + KIMI_K2.section_end[0]
+            body += (
+                KIMI_K2.section_begin[0]
+                + "".join(
+                    f"{KIMI_K2.call_begin}{c.id}<|tool_call_argument_begin|>{c.arguments}"
+                    f"{KIMI_K2.call_end}"
+                    for c in message.tool_calls
+                )
+                + KIMI_K2.section_end[0]
+            )
         out.append(f"{marker}{message.name or message.role}<|im_middle|>{body}<|im_end|>")
     return "".join(out) + "<|im_assistant|>assistant<|im_middle|>"
 
@@ -224,20 +264,26 @@ class _JSONText(str):
     instead of being quoted into a JSON string."""
 
 
-def _tojson(value: Any, indent: int | None = None, separators: tuple[str, str] | None = None,
-            sort_keys: bool = False) -> str:
+def _tojson(
+    value: Any,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
     if isinstance(value, _JSONText):
         return str(value)
-    return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
+    return json.dumps(
+        value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _raise(message: str) -> None:
     raise TemplateError(message)
 
 
-_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                     extensions=[loopcontrols])
+_ENV = ImmutableSandboxedEnvironment(
+    trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+)
 _ENV.filters["tojson"] = _tojson
 _ENV.globals["raise_exception"] = _raise
 _ENV.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -263,13 +309,19 @@ def template_format(template: str, special_tokens: dict[str, str]) -> ChatFormat
 
     def render(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> str:
         if not knows_tools:
-            return compiled.render(messages=hermes_messages(messages, tools),
-                                   add_generation_prompt=True, **special_tokens)
+            return compiled.render(
+                messages=hermes_messages(messages, tools),
+                add_generation_prompt=True,
+                **special_tokens,
+            )
         if tool_format is KIMI_K2:
             messages = kimi_call_ids(messages)
-        return compiled.render(messages=[_template_message(m) for m in messages],
-                               tools=[t.to_openai() for t in tools] or None,
-                               add_generation_prompt=True, **special_tokens)
+        return compiled.render(
+            messages=[_template_message(m) for m in messages],
+            tools=[t.to_openai() for t in tools] or None,
+            add_generation_prompt=True,
+            **special_tokens,
+        )
 
     eos = special_tokens.get("eos_token")
     return ChatFormat("chat_template", render, tool_format, (eos,) if eos else ())
@@ -279,8 +331,11 @@ def chat_format_for(model_dir: Path) -> ChatFormat:
     """The format a model folder's conversations are rendered in (see the module docstring)."""
     tokenizer_config = _read_json(model_dir / "tokenizer_config.json")
     template_file = model_dir / "chat_template.jinja"
-    template = (template_file.read_text() if template_file.is_file()
-                else tokenizer_config.get("chat_template"))
+    template = (
+        template_file.read_text()
+        if template_file.is_file()
+        else tokenizer_config.get("chat_template")
+    )
     if isinstance(template, str):
         special = {}
         for key in ("bos_token", "eos_token", "unk_token", "pad_token"):

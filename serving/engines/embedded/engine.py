@@ -37,8 +37,9 @@ class LLMEngine:
         num_blocks = config.kv_cache_tokens // config.block_size
         model.allocate_kv_cache(num_blocks * config.block_size)
         self.blocks = BlockManager(num_blocks, config.block_size)
-        self.scheduler = Scheduler(self.blocks, max_batch_tokens=config.max_batch_tokens,
-                                   max_seqs=config.max_seqs)
+        self.scheduler = Scheduler(
+            self.blocks, max_batch_tokens=config.max_batch_tokens, max_seqs=config.max_seqs
+        )
         self.runner = ModelRunner(model, config.block_size, device)
         self.proposer = MTPProposer(self.runner)
 
@@ -103,4 +104,3 @@ class LLMEngine:
                 if seq.finished:
                     break
         self.blocks.register(seq)
-

@@ -30,8 +30,12 @@ FIM_FORMATS = (
     # StarCoder, StarCoder2, SantaCoder.
     FimFormat("<fim_prefix>", "<fim_suffix>", "<fim_middle>", ("<fim_pad>", "<file_sep>")),
     # Qwen2.5-Coder, CodeGemma's spelling with pipes.
-    FimFormat("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-              ("<|fim_pad|>", "<|file_sep|>", "<|endoftext|>")),
+    FimFormat(
+        "<|fim_prefix|>",
+        "<|fim_suffix|>",
+        "<|fim_middle|>",
+        ("<|fim_pad|>", "<|file_sep|>", "<|endoftext|>"),
+    ),
     # DeepSeek-Coder, DeepSeek-V3 and the tiny-moe built after it.
     FimFormat("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", ()),
 )
@@ -61,12 +65,15 @@ class TextPrompts:
         self._fim_stop_ids = self._ids(self.fim.stops if self.fim else ())
 
     def _ids(self, tokens: Iterable[str]) -> frozenset[int]:
-        return frozenset(token for text in tokens
-                         if (token := self.tokenizer.token_to_id(text)) is not None)
+        return frozenset(
+            token for text in tokens if (token := self.tokenizer.token_to_id(text)) is not None
+        )
 
     def _has_all(self, fim: FimFormat) -> bool:
-        return all(self.tokenizer.token_to_id(token) is not None
-                   for token in (fim.prefix, fim.suffix, fim.middle))
+        return all(
+            self.tokenizer.token_to_id(token) is not None
+            for token in (fim.prefix, fim.suffix, fim.middle)
+        )
 
     def encode(self, prompt: TextPrompt) -> EncodedPrompt:
         """Token ids of the prompt, and the tokens that end its completion."""
@@ -75,9 +82,13 @@ class TextPrompts:
             ids = self._text.encode(prompt.prefix, add_special_tokens=True).ids
             return EncodedPrompt(ids, self.stop_ids)
         sentinel = self.tokenizer.token_to_id
-        ids = [sentinel(self.fim.prefix), *self._plain(prompt.prefix),
-               sentinel(self.fim.suffix), *self._plain(prompt.suffix),
-               sentinel(self.fim.middle)]
+        ids = [
+            sentinel(self.fim.prefix),
+            *self._plain(prompt.prefix),
+            sentinel(self.fim.suffix),
+            *self._plain(prompt.suffix),
+            sentinel(self.fim.middle),
+        ]
         return EncodedPrompt(ids, self.stop_ids | self._fim_stop_ids)
 
     def _plain(self, text: str) -> list[int]:

@@ -59,8 +59,9 @@ class GGUFImportError(Exception):
     """The GGUF holds something this converter does not handle; the message says what."""
 
 
-def convert_gguf(gguf_path: Path, into: Path,
-                 dtype: torch.dtype = torch.bfloat16) -> dict[str, Any]:
+def convert_gguf(
+    gguf_path: Path, into: Path, dtype: torch.dtype = torch.bfloat16
+) -> dict[str, Any]:
     """Write config.json, model.safetensors, tokenizer.json, tokenizer_config.json and (when
     the file embeds one) chat_template.jinja into the existing folder `into`; returns a summary
     for the model's manifest."""
@@ -72,7 +73,8 @@ def convert_gguf(gguf_path: Path, into: Path,
     (into / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.save(str(into / "tokenizer.json"))
     (into / "tokenizer_config.json").write_text(
-        json.dumps(tokenizer_config(reader), indent=2, ensure_ascii=False) + "\n")
+        json.dumps(tokenizer_config(reader), indent=2, ensure_ascii=False) + "\n"
+    )
     template = _field(reader, "tokenizer.chat_template")
     if template is not None:
         (into / "chat_template.jinja").write_text(template)
@@ -127,8 +129,9 @@ def llama_config(reader: GGUFReader, dtype: torch.dtype = torch.bfloat16) -> dic
     }
 
 
-def llama_state_dict(reader: GGUFReader, config: dict[str, Any],
-                     dtype: torch.dtype = torch.bfloat16) -> dict[str, torch.Tensor]:
+def llama_state_dict(
+    reader: GGUFReader, config: dict[str, Any], dtype: torch.dtype = torch.bfloat16
+) -> dict[str, torch.Tensor]:
     """Every tensor dequantized, renamed to HF names, with Q/K rows back in HF order."""
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     weights: dict[str, torch.Tensor] = {}
@@ -172,20 +175,36 @@ def gguf_tokenizer(reader: GGUFReader) -> Tokenizer:
         raise GGUFImportError(f"pre-tokenizer {pre!r} is not supported")
     tokens: list[str] = _field(reader, "tokenizer.ggml.tokens")
     merges = [tuple(merge.split(" ", 1)) for merge in _field(reader, "tokenizer.ggml.merges")]
-    tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges,
-                                     fuse_unk=False, byte_fallback=False))
+    tokenizer = Tokenizer(
+        models.BPE(
+            vocab={t: i for i, t in enumerate(tokens)},
+            merges=merges,
+            fuse_unk=False,
+            byte_fallback=False,
+        )
+    )
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.pre_tokenizer = (
         pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-        if pre in _DIGIT_SPLIT_PRE else byte_level)
+        if pre in _DIGIT_SPLIT_PRE
+        else byte_level
+    )
     tokenizer.decoder = decoders.ByteLevel()
     types = _field(reader, "tokenizer.ggml.token_type") or []
-    tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True)
-                                  for t, kind in zip(tokens, types, strict=False)
-                                  if kind == CONTROL_TOKEN])
-    tokenizer.add_tokens([AddedToken(t, normalized=False, special=False)
-                          for t, kind in zip(tokens, types, strict=False)
-                          if kind == USER_DEFINED_TOKEN])
+    tokenizer.add_special_tokens(
+        [
+            AddedToken(t, normalized=False, special=True)
+            for t, kind in zip(tokens, types, strict=False)
+            if kind == CONTROL_TOKEN
+        ]
+    )
+    tokenizer.add_tokens(
+        [
+            AddedToken(t, normalized=False, special=False)
+            for t, kind in zip(tokens, types, strict=False)
+            if kind == USER_DEFINED_TOKEN
+        ]
+    )
     return tokenizer
 
 
@@ -193,8 +212,12 @@ def tokenizer_config(reader: GGUFReader) -> dict[str, Any]:
     """The special tokens by role, as HF's tokenizer_config.json names them."""
     tokens: list[str] = _field(reader, "tokenizer.ggml.tokens")
     config: dict[str, Any] = {}
-    for role, key in (("bos_token", "bos"), ("eos_token", "eos"), ("unk_token", "unknown"),
-                      ("pad_token", "padding")):
+    for role, key in (
+        ("bos_token", "bos"),
+        ("eos_token", "eos"),
+        ("unk_token", "unknown"),
+        ("pad_token", "padding"),
+    ):
         token_id = _field(reader, f"tokenizer.ggml.{key}_token_id")
         config[role] = None if token_id is None else tokens[token_id]
     config["add_bos_token"] = bool(_field(reader, "tokenizer.ggml.add_bos_token", False))

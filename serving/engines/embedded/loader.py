@@ -37,14 +37,16 @@ class ModelLoadError(Exception):
 
 def family_class(model_type: str | None) -> type[CausalLM]:
     if model_type not in FAMILIES:
-        raise ModelLoadError(f"unknown model_type {model_type!r} (known: "
-                             f"{', '.join(sorted(FAMILIES))})")
+        raise ModelLoadError(
+            f"unknown model_type {model_type!r} (known: {', '.join(sorted(FAMILIES))})"
+        )
     module, _, name = FAMILIES[model_type].partition(":")
     try:
         return getattr(import_module(module), name)
     except (ImportError, AttributeError) as error:
-        raise ModelLoadError(f"model_type {model_type!r}: cannot import {FAMILIES[model_type]}: "
-                             f"{error}") from error
+        raise ModelLoadError(
+            f"model_type {model_type!r}: cannot import {FAMILIES[model_type]}: {error}"
+        ) from error
 
 
 @contextmanager
@@ -57,9 +59,14 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def build_model(config: dict[str, Any], weights: Iterable[tuple[str, Tensor]], *,
-                device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-                mtp: bool = True) -> CausalLM:
+def build_model(
+    config: dict[str, Any],
+    weights: Iterable[tuple[str, Tensor]],
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    mtp: bool = True,
+) -> CausalLM:
     """The model for a config.json dict, built on `device` in `dtype` (tensors a family
     creates with an explicit dtype, like float32 rotary frequencies, keep it), with `weights`
     (Hugging Face names) loaded, in eval mode. Without `mtp` it is built with no
@@ -86,12 +93,15 @@ def safetensors_files(path: Path) -> list[Path]:
     else every *.safetensors file of the folder."""
     index = path / "model.safetensors.index.json"
     if index.is_file():
-        files = [path / name for name in sorted(set(json.loads(index.read_text())["weight_map"]
-                                                    .values()))]
+        files = [
+            path / name
+            for name in sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        ]
         absent = [file.name for file in files if not file.is_file()]
         if absent:
-            raise ModelLoadError(f"{path}: shards listed in {index.name} are missing: "
-                                 f"{', '.join(absent)}")
+            raise ModelLoadError(
+                f"{path}: shards listed in {index.name} are missing: {', '.join(absent)}"
+            )
         return files
     files = sorted(path.glob("*.safetensors"))
     if not files:
@@ -113,8 +123,13 @@ def iter_safetensors(path: Path) -> Iterator[tuple[str, Tensor]]:
     return tensors()
 
 
-def load_model(path: Path, *, device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32, mtp: bool = True) -> CausalLM:
+def load_model(
+    path: Path,
+    *,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    mtp: bool = True,
+) -> CausalLM:
     """The model of a Hugging Face checkpoint folder, ready for `allocate_kv_cache`."""
     config_file = path / "config.json"
     if not config_file.is_file():

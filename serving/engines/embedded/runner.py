@@ -30,15 +30,25 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
 
-    def context(self, runs: list[Run], *, capture: bool = False,
-                lengths: list[int] | None = None, ends: list[int] | None = None
-                ) -> ForwardContext:
+    def context(
+        self,
+        runs: list[Run],
+        *,
+        capture: bool = False,
+        lengths: list[int] | None = None,
+        ends: list[int] | None = None,
+    ) -> ForwardContext:
         """The context for `runs`: each run's new tokens end at `ends` (default: after its
         committed and draft tokens) and number `lengths` (default: all of them)."""
         lengths = lengths or [run.length for run in runs]
         ends = ends or [run.seq.num_cached + run.length for run in runs]
-        ctx = ForwardContext.build([run.seq.block_table for run in runs], lengths, ends,
-                                   self.block_size, capture_experts=capture)
+        ctx = ForwardContext.build(
+            [run.seq.block_table for run in runs],
+            lengths,
+            ends,
+            self.block_size,
+            capture_experts=capture,
+        )
         ctx.positions = ctx.positions.to(self.device)
         ctx.slot_mapping = ctx.slot_mapping.to(self.device)
         ctx.gather_indices = [g.to(self.device) for g in ctx.gather_indices]
@@ -48,8 +58,11 @@ class ModelRunner:
     def forward(self, runs: list[Run]) -> list[RunOutput]:
         capture = any(run.seq.options.capture_experts for run in runs)
         ctx = self.context(runs, capture=capture)
-        ids = torch.tensor([t for run in runs for t in (*run.tokens, *run.drafts)],
-                           dtype=torch.long, device=self.device)
+        ids = torch.tensor(
+            [t for run in runs for t in (*run.tokens, *run.drafts)],
+            dtype=torch.long,
+            device=self.device,
+        )
         hidden = self.model(ids, ctx)
         rows, start = [], 0
         for run in runs:
@@ -63,9 +76,14 @@ class ModelRunner:
             end = start + run.length
             run_logits = None
             if run.samples and logits is not None:
-                run_logits = logits[row:row + len(run.drafts) + 1]
+                run_logits = logits[row : row + len(run.drafts) + 1]
                 row += len(run.drafts) + 1
-            outputs.append(RunOutput(hidden[start:end], run_logits,
-                                     experts[start:end] if experts is not None else None))
+            outputs.append(
+                RunOutput(
+                    hidden[start:end],
+                    run_logits,
+                    experts[start:end] if experts is not None else None,
+                )
+            )
             start = end
         return outputs

@@ -33,8 +33,9 @@ def target_probs(logits: Tensor, options: SamplingOptions) -> Tensor:
     return probs
 
 
-def sample(logits: Tensor, options: SamplingOptions, generator: torch.Generator | None
-           ) -> tuple[int, float]:
+def sample(
+    logits: Tensor, options: SamplingOptions, generator: torch.Generator | None
+) -> tuple[int, float]:
     """One token from [V] logits, with its logprob."""
     if options.greedy:
         token = int(torch.argmax(logits))
@@ -55,8 +56,9 @@ class Verdict:
     logprobs: list[float]
 
 
-def verify(logits: Tensor, drafts: list[int], options: SamplingOptions,
-           generator: torch.Generator | None) -> Verdict:
+def verify(
+    logits: Tensor, drafts: list[int], options: SamplingOptions, generator: torch.Generator | None
+) -> Verdict:
     """Accept or reject greedy drafts against the target's [k + 1, V] logits (row s scores
     draft s + 1; the last row gives the bonus token).
 

@@ -73,7 +73,7 @@ class Scheduler:
                 continue
             if not self._room(seq, seq.num_cached + take + self._drafts(seq)):
                 continue
-            runs.append(Run(seq, seq.token_ids[seq.num_cached:seq.num_cached + take]))
+            runs.append(Run(seq, seq.token_ids[seq.num_cached : seq.num_cached + take]))
             budget -= take + self._drafts(seq)
         while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
             seq = self.waiting[0]
@@ -90,11 +90,11 @@ class Scheduler:
             # acceptance, never change the output, so drafting can start right after them.
             seq.mtp_len = seq.num_cached
             if seq.routed_experts:  # re-admitted after preemption: recomputed rows come again
-                seq.routed_experts = [torch.cat(seq.routed_experts)[:seq.num_cached]]
+                seq.routed_experts = [torch.cat(seq.routed_experts)[: seq.num_cached]]
             seq.status = Status.RUNNING
             self.running.append(seq)
             take = min(len(seq.token_ids) - seq.num_cached, budget)
-            runs.append(Run(seq, seq.token_ids[seq.num_cached:seq.num_cached + take]))
+            runs.append(Run(seq, seq.token_ids[seq.num_cached : seq.num_cached + take]))
             budget -= take
         return runs
 

@@ -89,7 +89,7 @@ class Sequence:
 
     @property
     def output_ids(self) -> list[int]:
-        return self.token_ids[self.prompt_len:]
+        return self.token_ids[self.prompt_len :]
 
     @property
     def prefilling(self) -> bool:

@@ -106,18 +106,29 @@ class _Loaded:
             torch.set_num_threads(settings.threads)
         device = choose_device(settings.device)
         self.name = name
-        self.model = load_model(folder, device=device,
-                                dtype=choose_dtype(settings.dtype, device),
-                                mtp=settings.speculative != "none")
+        self.model = load_model(
+            folder,
+            device=device,
+            dtype=choose_dtype(settings.dtype, device),
+            mtp=settings.speculative != "none",
+        )
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.format: ChatFormat = chat_format_for(folder)
         self.stop_ids = frozenset(
-            token for text in self.format.stop
-            if (token := self.tokenizer.token_to_id(text)) is not None)
+            token
+            for text in self.format.stop
+            if (token := self.tokenizer.token_to_id(text)) is not None
+        )
         self.text_prompts = TextPrompts(self.tokenizer, self.stop_ids)
-        self.worker = EngineWorker(LLMEngine(self.model, EngineConfig(
-            kv_cache_tokens=settings.kv_cache_tokens,
-            max_batch_tokens=settings.max_batch_tokens)))
+        self.worker = EngineWorker(
+            LLMEngine(
+                self.model,
+                EngineConfig(
+                    kv_cache_tokens=settings.kv_cache_tokens,
+                    max_batch_tokens=settings.max_batch_tokens,
+                ),
+            )
+        )
         self.context = context_window(self.model.max_positions, settings)
         wanted = settings.speculative != "none" and self.model.num_mtp_layers > 0
         self.draft_tokens = settings.draft_tokens if wanted else 0
@@ -137,9 +148,15 @@ class EmbeddedEngine:
         name, folder = resolve_model(self.settings, self.models_dir)
         config = json.loads((folder / "config.json").read_text())
         positions = config.get("max_position_embeddings")
-        return [ModelInfo(id=name, owned_by="opencomposer",
-                          context_window=context_window(positions, self.settings)
-                          if isinstance(positions, int) else None)]
+        return [
+            ModelInfo(
+                id=name,
+                owned_by="opencomposer",
+                context_window=context_window(positions, self.settings)
+                if isinstance(positions, int)
+                else None,
+            )
+        ]
 
     async def _load(self) -> _Loaded:
         async with self._loading:
@@ -157,29 +174,42 @@ class EmbeddedEngine:
         sampling = request.sampling
         budget = min(sampling.max_tokens or DEFAULT_MAX_TOKENS, loaded.context - len(prompt))
         if budget <= 0:
-            limit = (f"the model's context is {loaded.context}"
-                     if loaded.context == loaded.model.max_positions else
-                     f"the KV cache holds {loaded.context} (engine.kv_cache_tokens)")
+            limit = (
+                f"the model's context is {loaded.context}"
+                if loaded.context == loaded.model.max_positions
+                else f"the KV cache holds {loaded.context} (engine.kv_cache_tokens)"
+            )
             raise ContextLengthExceeded(f"the prompt has {len(prompt)} tokens and {limit}")
         options = SamplingOptions(
-            temperature=sampling.temperature or 0.0, top_p=sampling.top_p or 1.0,
-            top_k=sampling.top_k or 0, max_tokens=budget, seed=sampling.seed,
-            stop_token_ids=stop_ids, logprobs=request.capture.logprobs,
-            capture_experts=request.capture.routed_experts, draft_tokens=loaded.draft_tokens)
+            temperature=sampling.temperature or 0.0,
+            top_p=sampling.top_p or 1.0,
+            top_k=sampling.top_k or 0,
+            max_tokens=budget,
+            seed=sampling.seed,
+            stop_token_ids=stop_ids,
+            logprobs=request.capture.logprobs,
+            capture_experts=request.capture.routed_experts,
+            draft_tokens=loaded.draft_tokens,
+        )
         tools = request.prompt is None and request.tool_choice != "none"
-        text = TextAssembler(loaded.tokenizer, loaded.format.tool_format if tools else None,
-                             stop=sampling.stop, skip_ids=stop_ids)
+        text = TextAssembler(
+            loaded.tokenizer,
+            loaded.format.tool_format if tools else None,
+            stop=sampling.stop,
+            skip_ids=stop_ids,
+        )
         last: Progress | None = None
         try:
             async with aclosing(loaded.worker.run(prompt, options)) as progress:
                 async for last in progress:
-                    for event in text.feed(last.output_ids[text.tokens:]):
+                    for event in text.feed(last.output_ids[text.tokens :]):
                         yield event
                     if text.stopped:
                         break  # a stop string: closing `progress` aborts the request
         except WorkerClosed as exc:
-            raise EngineUnavailable("the embedded engine was shut down before the request "
-                                    "finished") from exc
+            raise EngineUnavailable(
+                "the embedded engine was shut down before the request finished"
+            ) from exc
         except ValueError as exc:
             raise EngineRequestError(f"the embedded engine refused the request: {exc}") from exc
         except EngineError:
@@ -201,30 +231,46 @@ class EmbeddedEngine:
         try:
             prompt_text = loaded.format.render(request.messages, request.tools)
         except TemplateError as exc:
-            raise EngineRequestError(f"the chat template of {loaded.name!r} refused the "
-                                     f"conversation: {exc}") from exc
-        return (loaded.tokenizer.encode(prompt_text, add_special_tokens=False).ids,
-                loaded.stop_ids)
+            raise EngineRequestError(
+                f"the chat template of {loaded.name!r} refused the conversation: {exc}"
+            ) from exc
+        return (loaded.tokenizer.encode(prompt_text, add_special_tokens=False).ids, loaded.stop_ids)
 
-    def _result(self, loaded: _Loaded, prompt: list[int], last: Progress, text: "TextAssembler",
-                request: GenerationRequest) -> GenerationResult:
+    def _result(
+        self,
+        loaded: _Loaded,
+        prompt: list[int],
+        last: Progress,
+        text: "TextAssembler",
+        request: GenerationRequest,
+    ) -> GenerationResult:
         capture = request.capture
-        experts = (np.concatenate([e.numpy() for e in last.routed_experts])
-                   if last.routed_experts else None)
+        experts = (
+            np.concatenate([e.numpy() for e in last.routed_experts])
+            if last.routed_experts
+            else None
+        )
         tokens = TokenTrace(
             prompt_token_ids=list(prompt) if capture.token_ids else None,
             completion_token_ids=list(last.output_ids) if capture.token_ids else None,
-            logprobs=last.logprobs or None, routed_experts=experts,
-            weights_version=getattr(loaded.model, "weights_version", None))
+            logprobs=last.logprobs or None,
+            routed_experts=experts,
+            weights_version=getattr(loaded.model, "weights_version", None),
+        )
         spec = last.spec
         return GenerationResult(
-            text=text.text, tool_calls=text.calls,
+            text=text.text,
+            tool_calls=text.calls,
             finish_reason=text.finish_reason(last.finish_reason),
-            usage=Usage(len(prompt), len(last.output_ids), 0), model=loaded.name,
+            usage=Usage(len(prompt), len(last.output_ids), 0),
+            model=loaded.name,
             tokens=tokens,
-            spec=SpecDecodeStats(spec.verify_steps, spec.accept_length, spec.accept_rate,
-                                 spec.drafted)
-            if spec.verify_steps else None)
+            spec=SpecDecodeStats(
+                spec.verify_steps, spec.accept_length, spec.accept_rate, spec.drafted
+            )
+            if spec.verify_steps
+            else None,
+        )
 
     async def aclose(self) -> None:
         """Stop the worker and drop the model: requests in flight fail with
@@ -245,9 +291,15 @@ class TextAssembler:
     one, which is never emitted, even in part) and tool calls printed in `tool_format`
     (None: all output is text)."""
 
-    def __init__(self, tokenizer: Tokenizer, tool_format: ToolTextFormat | None, *,
-                 stop: Iterable[str] = (), skip_ids: Collection[int] = (),
-                 new_call_id: Callable[[], str] = new_call_id) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        tool_format: ToolTextFormat | None,
+        *,
+        stop: Iterable[str] = (),
+        skip_ids: Collection[int] = (),
+        new_call_id: Callable[[], str] = new_call_id,
+    ) -> None:
         self._tokenizer = tokenizer
         self._parser = ToolTextParser((tool_format,)) if tool_format else None
         self._stop = tuple(s for s in stop if s)
@@ -294,12 +346,12 @@ class TextAssembler:
         if self._read == len(self._ids):
             return ""
         decode = self._tokenizer.decode
-        known = decode(self._ids[self._prefix:self._read], skip_special_tokens=False)
-        full = decode(self._ids[self._prefix:], skip_special_tokens=False)
+        known = decode(self._ids[self._prefix : self._read], skip_special_tokens=False)
+        full = decode(self._ids[self._prefix :], skip_special_tokens=False)
         if not final and (full.endswith("\ufffd") or len(full) <= len(known)):
             return ""  # bytes of a character still to come
         self._prefix, self._read = self._read, len(self._ids)
-        return full[len(known):]
+        return full[len(known) :]
 
     def _text(self, new: str, *, final: bool) -> list[EngineEvent]:
         text = self._pending + new
@@ -309,7 +361,7 @@ class TextAssembler:
             text, self.stopped = text[:cut], True
         elif not final and self._stop:
             held = _stop_prefix(text, self._stop)
-            text, self._pending = text[:len(text) - held], text[len(text) - held:]
+            text, self._pending = text[: len(text) - held], text[len(text) - held :]
         return self._emit(self._parser.feed(text) if self._parser else [text])
 
     def _emit(self, parsed: list[Any]) -> list[EngineEvent]:
@@ -317,11 +369,14 @@ class TextAssembler:
         for piece in parsed:
             if isinstance(piece, ParsedToolCall):
                 index = len(self.calls)
-                call = ToolCall(id=piece.id or self._new_call_id(), name=piece.name,
-                                arguments=piece.arguments)
+                call = ToolCall(
+                    id=piece.id or self._new_call_id(), name=piece.name, arguments=piece.arguments
+                )
                 self.calls.append(call)
-                events += [ToolCallStarted(index, call.id, call.name),
-                           ToolCallArgumentsDelta(index, call.arguments)]
+                events += [
+                    ToolCallStarted(index, call.id, call.name),
+                    ToolCallArgumentsDelta(index, call.arguments),
+                ]
             else:
                 text = piece if isinstance(piece, str) else piece.text
                 if text:

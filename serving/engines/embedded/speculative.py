@@ -20,8 +20,13 @@ from opencomposer.serving.engines.embedded.scheduler import Run
 def can_draft(run: Run) -> bool:
     """A decode step of a speculating sequence whose MTP layer is in step with it."""
     seq = run.seq
-    return (seq.options.draft_tokens > 0 and run.samples and len(run.tokens) == 1
-            and not seq.prefilling and len(seq.mtp_hidden) == seq.num_cached - seq.mtp_len)
+    return (
+        seq.options.draft_tokens > 0
+        and run.samples
+        and len(run.tokens) == 1
+        and not seq.prefilling
+        and len(seq.mtp_hidden) == seq.num_cached - seq.mtp_len
+    )
 
 
 class MTPProposer:
@@ -35,9 +40,11 @@ class MTPProposer:
         seqs = [run.seq for run in runs]
         lengths = [seq.num_cached - seq.mtp_len for seq in seqs]
         ctx = self.runner.context(runs, lengths=lengths, ends=[s.num_cached for s in seqs])
-        next_ids = torch.tensor([t for seq in seqs for t in seq.token_ids[seq.mtp_len + 1:
-                                                                           seq.num_cached + 1]],
-                                dtype=torch.long, device=device)
+        next_ids = torch.tensor(
+            [t for seq in seqs for t in seq.token_ids[seq.mtp_len + 1 : seq.num_cached + 1]],
+            dtype=torch.long,
+            device=device,
+        )
         hidden = torch.stack([h for seq in seqs for h in seq.mtp_hidden])
         states = model.mtp_forward(next_ids, hidden, ctx)
         last = torch.cumsum(torch.tensor(lengths), 0) - 1
@@ -50,12 +57,14 @@ class MTPProposer:
         for step in range(1, max(seq.options.draft_tokens for seq in seqs)):
             active = [i for i, seq in enumerate(seqs) if seq.options.draft_tokens > step]
             chained = [runs[i] for i in active]
-            ctx = self.runner.context(chained, lengths=[1] * len(active),
-                                      ends=[seqs[i].num_cached + step for i in active])
+            ctx = self.runner.context(
+                chained, lengths=[1] * len(active), ends=[seqs[i].num_cached + step for i in active]
+            )
             ids = torch.tensor([runs[i].drafts[-1] for i in active], device=device)
             states = model.mtp_forward(ids, states[active], ctx)
-            for i, draft in zip(active, torch.argmax(model.compute_logits(states), -1).tolist(),
-                                strict=True):
+            for i, draft in zip(
+                active, torch.argmax(model.compute_logits(states), -1).tolist(), strict=True
+            ):
                 runs[i].drafts.append(draft)
             states = _scatter(states, active, len(seqs))
 
@@ -65,5 +74,3 @@ def _scatter(rows: torch.Tensor, indices: list[int], size: int) -> torch.Tensor:
     full = rows.new_zeros(size, rows.shape[-1])
     full[indices] = rows
     return full
-
-

@@ -31,8 +31,14 @@ from opencomposer.serving.engines.embedded.chat_format import (
 )
 
 VOCAB_SIZE = 4096
-TOKENIZER_CORPUS = ("opencomposer", "opencomposer.agent", "opencomposer.serving",
-                    "opencomposer.lsp", "opencomposer.kernels", "opencomposer.training")
+TOKENIZER_CORPUS = (
+    "opencomposer",
+    "opencomposer.agent",
+    "opencomposer.serving",
+    "opencomposer.lsp",
+    "opencomposer.kernels",
+    "opencomposer.training",
+)
 """Packages whose Python sources train the tokenizer (all ship in the wheel)."""
 
 TINY_MOE_CONFIG: dict[str, Any] = {
@@ -86,11 +92,16 @@ def deepseek_v3_weight_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ..
     for index in range(layers + config.get("num_nextn_predict_layers", 0)):
         prefix = f"model.layers.{index}."
         if index >= layers:  # an MTP layer: its input projection and norms, then a block
-            shapes |= {prefix + "enorm.weight": (hidden,), prefix + "hnorm.weight": (hidden,),
-                       prefix + "eh_proj.weight": (hidden, 2 * hidden),
-                       prefix + "shared_head.norm.weight": (hidden,)}
-        shapes |= {prefix + "input_layernorm.weight": (hidden,),
-                   prefix + "post_attention_layernorm.weight": (hidden,)}
+            shapes |= {
+                prefix + "enorm.weight": (hidden,),
+                prefix + "hnorm.weight": (hidden,),
+                prefix + "eh_proj.weight": (hidden, 2 * hidden),
+                prefix + "shared_head.norm.weight": (hidden,),
+            }
+        shapes |= {
+            prefix + "input_layernorm.weight": (hidden,),
+            prefix + "post_attention_layernorm.weight": (hidden,),
+        }
         shapes |= {prefix + "self_attn." + k: v for k, v in _attention_shapes(config).items()}
         shapes |= {prefix + "mlp." + k: v for k, v in _mlp_shapes(config, index).items()}
     shapes |= {"model.norm.weight": (hidden,), "lm_head.weight": (vocab, hidden)}
@@ -102,9 +113,14 @@ def _attention_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     nope, rope = config["qk_nope_head_dim"], config["qk_rope_head_dim"]
     q_rank, kv_rank, v_dim = config.get("q_lora_rank"), config["kv_lora_rank"], config["v_head_dim"]
     shapes: dict[str, tuple[int, ...]] = (
-        {"q_a_proj.weight": (q_rank, hidden), "q_a_layernorm.weight": (q_rank,),
-         "q_b_proj.weight": (heads * (nope + rope), q_rank)}
-        if q_rank else {"q_proj.weight": (heads * (nope + rope), hidden)})
+        {
+            "q_a_proj.weight": (q_rank, hidden),
+            "q_a_layernorm.weight": (q_rank,),
+            "q_b_proj.weight": (heads * (nope + rope), q_rank),
+        }
+        if q_rank
+        else {"q_proj.weight": (heads * (nope + rope), hidden)}
+    )
     return shapes | {
         "kv_a_proj_with_mqa.weight": (kv_rank + rope, hidden),
         "kv_a_layernorm.weight": (kv_rank,),
@@ -114,20 +130,27 @@ def _attention_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def _ffn(prefix: str, hidden: int, inner: int) -> dict[str, tuple[int, ...]]:
-    return {f"{prefix}gate_proj.weight": (inner, hidden),
-            f"{prefix}up_proj.weight": (inner, hidden),
-            f"{prefix}down_proj.weight": (hidden, inner)}
+    return {
+        f"{prefix}gate_proj.weight": (inner, hidden),
+        f"{prefix}up_proj.weight": (inner, hidden),
+        f"{prefix}down_proj.weight": (hidden, inner),
+    }
 
 
 def _mlp_shapes(config: dict[str, Any], index: int) -> dict[str, tuple[int, ...]]:
     hidden, experts = config["hidden_size"], config.get("n_routed_experts") or 0
-    dense = (not experts or index < config.get("first_k_dense_replace", 0)
-             or index % config.get("moe_layer_freq", 1))
+    dense = (
+        not experts
+        or index < config.get("first_k_dense_replace", 0)
+        or index % config.get("moe_layer_freq", 1)
+    )
     if dense:
         return _ffn("", hidden, config["intermediate_size"])
     inner = config["moe_intermediate_size"]
-    shapes: dict[str, tuple[int, ...]] = {"gate.weight": (experts, hidden),
-                                          "gate.e_score_correction_bias": (experts,)}
+    shapes: dict[str, tuple[int, ...]] = {
+        "gate.weight": (experts, hidden),
+        "gate.e_score_correction_bias": (experts,),
+    }
     for expert in range(experts):
         shapes |= _ffn(f"experts.{expert}.", hidden, inner)
     if shared := config.get("n_shared_experts"):
@@ -163,14 +186,20 @@ def train_tokenizer(files: list[Path], vocab_size: int = VOCAB_SIZE) -> Tokenize
     """A byte-level BPE (GPT-2 splitting, digits one by one) with DeepSeek's chat markers
     first (BOS is id 0, EOS id 1) and kept whole."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
-                                  special_tokens=list(DEEPSEEK_SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        show_progress=False,
+        special_tokens=list(DEEPSEEK_SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator((f.read_text(errors="replace") for f in files), trainer)
     return tokenizer
 
@@ -181,17 +210,34 @@ def build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
     files = corpus_files()
     tokenizer = train_tokenizer(files)
     bos, eos = tokenizer.token_to_id(DEEPSEEK_BOS), tokenizer.token_to_id(DEEPSEEK_EOS)
-    config = TINY_MOE_CONFIG | {"vocab_size": tokenizer.get_vocab_size(), "bos_token_id": bos,
-                                "eos_token_id": eos, "pad_token_id": eos}
+    config = TINY_MOE_CONFIG | {
+        "vocab_size": tokenizer.get_vocab_size(),
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+    }
     weights = init_weights(config, seed)
     save_file(weights, str(into / "model.safetensors"), metadata={"format": "pt"})
     (into / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.save(str(into / "tokenizer.json"))
-    (into / "tokenizer_config.json").write_text(json.dumps(
-        {"bos_token": DEEPSEEK_BOS, "eos_token": DEEPSEEK_EOS, "pad_token": DEEPSEEK_EOS,
-         "add_bos_token": False, "add_eos_token": False}, ensure_ascii=False, indent=2) + "\n")
+    (into / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token": DEEPSEEK_BOS,
+                "eos_token": DEEPSEEK_EOS,
+                "pad_token": DEEPSEEK_EOS,
+                "add_bos_token": False,
+                "add_eos_token": False,
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+        + "\n"
+    )
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.read_bytes())
-    return {"parameters": sum(t.numel() for t in weights.values()),
-            "tokenizer_corpus": {"files": len(files), "sha256": digest.hexdigest()}}
+    return {
+        "parameters": sum(t.numel() for t in weights.values()),
+        "tokenizer_corpus": {"files": len(files), "sha256": digest.hexdigest()},
+    }

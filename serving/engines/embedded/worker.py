@@ -39,9 +39,14 @@ class Progress:
     @classmethod
     def of(cls, seq: Sequence) -> "Progress":
         spec = seq.spec
-        return cls(seq.output_ids, seq.finished, seq.finish_reason, list(seq.logprobs),
-                   list(seq.routed_experts),
-                   SpecStats(spec.verify_steps, spec.drafted, spec.accepted))
+        return cls(
+            seq.output_ids,
+            seq.finished,
+            seq.finish_reason,
+            list(seq.logprobs),
+            list(seq.routed_experts),
+            SpecStats(spec.verify_steps, spec.drafted, spec.accepted),
+        )
 
 
 @dataclass(eq=False)
@@ -100,12 +105,17 @@ class EngineWorker:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not (self._closed or self._inbox or self.engine.has_work()
-                           or any(r.aborted for r in self._live)):
+                while not (
+                    self._closed
+                    or self._inbox
+                    or self.engine.has_work()
+                    or any(r.aborted for r in self._live)
+                ):
                     self._wake.wait()
                 if self._closed:
-                    self._fail([*self._inbox, *self._live],
-                               WorkerClosed("the engine was shut down"))
+                    self._fail(
+                        [*self._inbox, *self._live], WorkerClosed("the engine was shut down")
+                    )
                     self._inbox = []
                     return
                 arrived, self._inbox = self._inbox, []

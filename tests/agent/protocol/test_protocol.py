@@ -39,57 +39,149 @@ ONE_OF_EACH_ITEM = [
         **done("i1"),
         content=[
             items.TextInput(text="Fix the failing test"),
-            items.FileReference(path="src/app.py", range=LineRange(start=3, end=9),
-                                text="def f():\n    return 1\n", note="E501 line too long"),
+            items.FileReference(
+                path="src/app.py",
+                range=LineRange(start=3, end=9),
+                text="def f():\n    return 1\n",
+                note="E501 line too long",
+            ),
         ],
     ),
     items.ReasoningItem(**done("i2"), text="The test expects 2."),
     items.AgentMessageItem(**done("i3"), text="Done: `f` now returns 2. ✓"),
-    items.ToolCallItem(**done("i4"), call_id="c4", tool="symbols", arguments={"path": "a.py"},
-                       action_class=ActionClass.read_only, output="def f (1-2)", duration_ms=3),
-    items.CommandExecutionItem(**done("i5"), call_id="c5", tool="run_command",
-                               arguments={"command": "pytest -q"}, command="pytest -q",
-                               exit_code=1, output="1 failed", sandbox="bubblewrap"),
-    items.FileChangeItem(**done("i6"), call_id="c6", tool="edit_file", changes=[
-        items.FileChange(path="src/app.py", kind=items.FileChangeKind.update,
-                         diff="@@ -1 +1 @@\n-return 1\n+return 2\n"),
-        items.FileChange(path="old.py", kind=items.FileChangeKind.move, move_to="new.py"),
-    ]),
-    items.SearchItem(**done("i7"), call_id="c7", tool="grep", query="TODO", method="grep",
-                     match_count=120, file_count=9, truncated=True),
-    items.FileReadItem(**done("i8"), call_id="c8", tool="read_file", path="src/app.py",
-                       range=LineRange(start=1, end=40), total_lines=300, encoding="latin-1"),
-    items.TodoListItem(**done("i9"), call_id="c9", tool="todo", todos=[
-        items.TodoEntry(content="Reproduce", status=items.TodoStatus.completed),
-        items.TodoEntry(content="Fix"),
-    ]),
-    items.ContextSummaryItem(**done("i10"), text="Task: ...", method="truncation",
-                             tokens_before=120_000, tokens_after=9_000, summary_index=2),
-    items.ApprovalRequestItem(**done("i11"), target_item_id="i5", tool="run_command",
-                              action_class=ActionClass.dangerous, summary="rm -rf build/",
-                              reason="dangerous commands ask", decision=items.ApprovalDecision.deny,
-                              decided_by="client", message="not now"),
-    items.ErrorItem(**{**done("i12"), "status": items.ItemStatus.failed},
-                    error=ErrorInfo(kind="engine_timeout", message="no output", retryable=True)),
+    items.ToolCallItem(
+        **done("i4"),
+        call_id="c4",
+        tool="symbols",
+        arguments={"path": "a.py"},
+        action_class=ActionClass.read_only,
+        output="def f (1-2)",
+        duration_ms=3,
+    ),
+    items.CommandExecutionItem(
+        **done("i5"),
+        call_id="c5",
+        tool="run_command",
+        arguments={"command": "pytest -q"},
+        command="pytest -q",
+        exit_code=1,
+        output="1 failed",
+        sandbox="bubblewrap",
+    ),
+    items.FileChangeItem(
+        **done("i6"),
+        call_id="c6",
+        tool="edit_file",
+        changes=[
+            items.FileChange(
+                path="src/app.py",
+                kind=items.FileChangeKind.update,
+                diff="@@ -1 +1 @@\n-return 1\n+return 2\n",
+            ),
+            items.FileChange(path="old.py", kind=items.FileChangeKind.move, move_to="new.py"),
+        ],
+    ),
+    items.SearchItem(
+        **done("i7"),
+        call_id="c7",
+        tool="grep",
+        query="TODO",
+        method="grep",
+        match_count=120,
+        file_count=9,
+        truncated=True,
+    ),
+    items.FileReadItem(
+        **done("i8"),
+        call_id="c8",
+        tool="read_file",
+        path="src/app.py",
+        range=LineRange(start=1, end=40),
+        total_lines=300,
+        encoding="latin-1",
+    ),
+    items.TodoListItem(
+        **done("i9"),
+        call_id="c9",
+        tool="todo",
+        todos=[
+            items.TodoEntry(content="Reproduce", status=items.TodoStatus.completed),
+            items.TodoEntry(content="Fix"),
+        ],
+    ),
+    items.ContextSummaryItem(
+        **done("i10"),
+        text="Task: ...",
+        method="truncation",
+        tokens_before=120_000,
+        tokens_after=9_000,
+        summary_index=2,
+    ),
+    items.ApprovalRequestItem(
+        **done("i11"),
+        target_item_id="i5",
+        tool="run_command",
+        action_class=ActionClass.dangerous,
+        summary="rm -rf build/",
+        reason="dangerous commands ask",
+        decision=items.ApprovalDecision.deny,
+        decided_by="client",
+        message="not now",
+    ),
+    items.ErrorItem(
+        **{**done("i12"), "status": items.ItemStatus.failed},
+        error=ErrorInfo(kind="engine_timeout", message="no output", retryable=True),
+    ),
 ]
 
-TURN = threads.Turn(id="turn_1", thread_id="thr_1", status=threads.TurnStatus.completed,
-                    stop_reason=threads.StopReason.answered, started_at=T0, completed_at=T1,
-                    usage=TokenUsage(prompt_tokens=900, completion_tokens=80, model_calls=3))
-THREAD = threads.Thread(id="thr_1", workspace="/home/u/project", title="Fix test", model="m",
-                        approval_policy=ApprovalPolicy(network=ApprovalMode.deny,
-                                                       tools={"run_command": ApprovalMode.ask}),
-                        created_at=T0, updated_at=T1)
+TURN = threads.Turn(
+    id="turn_1",
+    thread_id="thr_1",
+    status=threads.TurnStatus.completed,
+    stop_reason=threads.StopReason.answered,
+    started_at=T0,
+    completed_at=T1,
+    usage=TokenUsage(prompt_tokens=900, completion_tokens=80, model_calls=3),
+)
+THREAD = threads.Thread(
+    id="thr_1",
+    workspace="/home/u/project",
+    title="Fix test",
+    model="m",
+    approval_policy=ApprovalPolicy(
+        network=ApprovalMode.deny, tools={"run_command": ApprovalMode.ask}
+    ),
+    created_at=T0,
+    updated_at=T1,
+)
 ONE_OF_EACH_EVENT = [
     events.ThreadStartedEvent(seq=1, thread_id="thr_1", at=T0, thread=THREAD),
     events.TurnStartedEvent(seq=2, thread_id="thr_1", at=T0, turn=TURN),
     events.ItemStartedEvent(seq=3, thread_id="thr_1", at=T0, item=ONE_OF_EACH_ITEM[2]),
-    events.ItemDeltaEvent(seq=4, thread_id="thr_1", at=T0, turn_id="turn_1", item_id="i3",
-                          delta=items.TextDelta(text="Done")),
-    events.ItemDeltaEvent(seq=5, thread_id="thr_1", at=T0, turn_id="turn_1", item_id="i5",
-                          delta=items.OutputDelta(stream="stderr", text="E   assert 1 == 2\n")),
-    events.ItemDeltaEvent(seq=6, thread_id="thr_1", at=T0, turn_id="turn_1", item_id="i4",
-                          delta=items.TextDelta(text="Let me look")),
+    events.ItemDeltaEvent(
+        seq=4,
+        thread_id="thr_1",
+        at=T0,
+        turn_id="turn_1",
+        item_id="i3",
+        delta=items.TextDelta(text="Done"),
+    ),
+    events.ItemDeltaEvent(
+        seq=5,
+        thread_id="thr_1",
+        at=T0,
+        turn_id="turn_1",
+        item_id="i5",
+        delta=items.OutputDelta(stream="stderr", text="E   assert 1 == 2\n"),
+    ),
+    events.ItemDeltaEvent(
+        seq=6,
+        thread_id="thr_1",
+        at=T0,
+        turn_id="turn_1",
+        item_id="i4",
+        delta=items.TextDelta(text="Let me look"),
+    ),
     events.ItemCompletedEvent(seq=7, thread_id="thr_1", at=T1, item=ONE_OF_EACH_ITEM[4]),
     events.TurnCompletedEvent(seq=8, thread_id="thr_1", at=T1, turn=TURN),
 ]
@@ -108,9 +200,9 @@ def test_events_round_trip_through_json(event):
 
 
 def test_every_method_payload_round_trips():
-    read = methods.ThreadReadResponse(thread=THREAD, turns=[
-        threads.TurnWithItems(**TURN.model_dump(), items=ONE_OF_EACH_ITEM)
-    ])
+    read = methods.ThreadReadResponse(
+        thread=THREAD, turns=[threads.TurnWithItems(**TURN.model_dump(), items=ONE_OF_EACH_ITEM)]
+    )
     payloads = [
         methods.ThreadStartParams(workspace="/w", approval_policy=ApprovalPolicy()),
         methods.ThreadStartResponse(thread=THREAD),
@@ -124,11 +216,13 @@ def test_every_method_payload_round_trips():
         methods.TurnStartResponse(turn=TURN),
         methods.TurnInterruptParams(thread_id="thr_1", turn_id="turn_1"),
         methods.TurnInterruptResponse(turn=TURN),
-        methods.TurnSteerParams(thread_id="thr_1", turn_id="turn_1",
-                                input=[items.TextInput(text="also run lint")]),
+        methods.TurnSteerParams(
+            thread_id="thr_1", turn_id="turn_1", input=[items.TextInput(text="also run lint")]
+        ),
         methods.TurnSteerResponse(item_id="i13"),
-        methods.ApprovalRespondParams(thread_id="thr_1", item_id="i11",
-                                      decision=items.ApprovalDecision.approve_for_thread),
+        methods.ApprovalRespondParams(
+            thread_id="thr_1", item_id="i11", decision=items.ApprovalDecision.approve_for_thread
+        ),
         methods.ApprovalRespondResponse(item=ONE_OF_EACH_ITEM[10]),
         methods.ApprovalRequestParams(thread_id="thr_1", item=ONE_OF_EACH_ITEM[10]),
         methods.ApprovalRequestResponse(decision=items.ApprovalDecision.abort),
@@ -148,24 +242,48 @@ def test_registry_names_every_payload_type():
 
 
 def test_items_parse_from_client_json_by_type_tag():
-    raw = {"type": "todo_list", "id": "i", "turn_id": "t", "call_id": "c", "tool": "todo",
-           "started_at": "2026-11-29T12:00:00Z", "todos": [{"content": "x"}]}
+    raw = {
+        "type": "todo_list",
+        "id": "i",
+        "turn_id": "t",
+        "call_id": "c",
+        "tool": "todo",
+        "started_at": "2026-11-29T12:00:00Z",
+        "todos": [{"content": "x"}],
+    }
     item = ITEM.validate_python(raw)
-    assert item == items.TodoListItem(id="i", turn_id="t", call_id="c", tool="todo", started_at=T0,
-                                      todos=[items.TodoEntry(content="x")])
+    assert item == items.TodoListItem(
+        id="i",
+        turn_id="t",
+        call_id="c",
+        tool="todo",
+        started_at=T0,
+        todos=[items.TodoEntry(content="x")],
+    )
 
 
 @pytest.mark.parametrize(
     ("payload", "model"),
     [
-        ({"type": "user_message", "id": "i", "turn_id": "t", "content": [], "colour": "red"},
-         ITEM),  # unknown field
+        (
+            {"type": "user_message", "id": "i", "turn_id": "t", "content": [], "colour": "red"},
+            ITEM,
+        ),  # unknown field
         ({"type": "telepathy", "id": "i", "turn_id": "t"}, ITEM),  # unknown type tag
-        ({"seq": 0, "thread_id": "t", "type": "turn.started",
-          "turn": {"id": "x", "thread_id": "t"}}, EVENT),  # seq starts at 1
+        (
+            {
+                "seq": 0,
+                "thread_id": "t",
+                "type": "turn.started",
+                "turn": {"id": "x", "thread_id": "t"},
+            },
+            EVENT,
+        ),  # seq starts at 1
         ({"thread_id": "t", "input": []}, TypeAdapter(methods.TurnStartParams)),  # empty input
-        ({"thread_id": "t", "item_id": "i", "decision": "maybe"},
-         TypeAdapter(methods.ApprovalRespondParams)),
+        (
+            {"thread_id": "t", "item_id": "i", "decision": "maybe"},
+            TypeAdapter(methods.ApprovalRespondParams),
+        ),
     ],
 )
 def test_invalid_payloads_are_rejected(payload, model):

@@ -12,15 +12,15 @@ from opencomposer.agent.protocol.items import TextInput
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.config import Settings
 
-CALC = '''def add(a, b):
+CALC = """def add(a, b):
     return a - b
-'''
-TEST_CALC = '''from calc import add
+"""
+TEST_CALC = """from calc import add
 
 
 def test_add():
     assert add(2, 3) == 5
-'''
+"""
 
 
 def text(value: str) -> list[TextInput]:
@@ -43,14 +43,19 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(tmp_path: Path) -> Callable[..., Settings]:
     def make(**agent: Any) -> Settings:
-        return Settings(home=tmp_path / "home", models_dir=tmp_path / "models",
-                        agent={"max_wall_time": 60, **agent})
+        return Settings(
+            home=tmp_path / "home",
+            models_dir=tmp_path / "models",
+            agent={"max_wall_time": 60, **agent},
+        )
+
     return make
 
 
 @pytest.fixture
-async def make_runtime(settings: Callable[..., Settings]
-                       ) -> AsyncIterator[Callable[..., AgentRuntime]]:
+async def make_runtime(
+    settings: Callable[..., Settings],
+) -> AsyncIterator[Callable[..., AgentRuntime]]:
     made: list[AgentRuntime] = []
 
     def make(replies: list[Reply] | ScriptedEngine, **agent: Any) -> AgentRuntime:

@@ -44,12 +44,16 @@ async def test_interrupt_during_the_model_stream_closes_it(make_runtime, repo: P
 
 
 async def test_interrupt_kills_a_running_command(make_runtime, repo: Path) -> None:
-    engine = ScriptedEngine([Reply(calls=[call("run_terminal",
-                                               command="echo started; sleep 60", timeout=120)])])
+    engine = ScriptedEngine(
+        [Reply(calls=[call("run_terminal", command="echo started; sleep 60", timeout=120)])]
+    )
     session = await make_runtime(engine).start_thread(repo)
     turn = await session.start_turn(text("run it"))
-    await _wait_for(lambda: any(isinstance(i, CommandExecutionItem) and i.id in session._partial
-                                for i in session.items))
+    await _wait_for(
+        lambda: any(
+            isinstance(i, CommandExecutionItem) and i.id in session._partial for i in session.items
+        )
+    )
     ended = await session.interrupt(turn.id)
     assert ended.status == TurnStatus.interrupted
     command = next(i for i in session.items if isinstance(i, CommandExecutionItem))
@@ -59,10 +63,12 @@ async def test_interrupt_kills_a_running_command(make_runtime, repo: Path) -> No
 
 
 async def test_steer_is_seen_at_the_next_step(make_runtime, repo: Path) -> None:
-    engine = ScriptedEngine([
-        Reply(calls=[call("run_terminal", command="sleep 0.5")]),
-        Reply(text="done, in French as asked"),
-    ])
+    engine = ScriptedEngine(
+        [
+            Reply(calls=[call("run_terminal", command="sleep 0.5")]),
+            Reply(text="done, in French as asked"),
+        ]
+    )
     session = await make_runtime(engine).start_thread(repo)
     turn = await session.start_turn(text("do it"))
     await _wait_for(lambda: any(isinstance(i, CommandExecutionItem) for i in session.items))
@@ -102,8 +108,9 @@ async def test_two_requests_at_once_start_one_turn(make_runtime, repo: Path) -> 
     not start a second turn beside it."""
     engine = ScriptedEngine([Reply(text="one answer"), Reply(text="never asked")])
     session = await make_runtime(engine).start_thread(repo)
-    outcomes = await asyncio.gather(session.start_turn(text("one")),
-                                    session.start_turn(text("two")), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        session.start_turn(text("one")), session.start_turn(text("two")), return_exceptions=True
+    )
     started = [o for o in outcomes if not isinstance(o, BaseException)]
     refused = [o for o in outcomes if isinstance(o, SessionError)]
     assert len(started) == 1 and len(refused) == 1
@@ -115,8 +122,13 @@ DELETE = call("run_terminal", command="rm -rf build")
 ASK_WRITES = ApprovalPolicy(writes_workspace=ApprovalMode.ask)
 
 
-async def _approval_turn(make_runtime, repo: Path, decision: ApprovalDecision | None,
-                         message: str | None = None, subscribe: bool = True):
+async def _approval_turn(
+    make_runtime,
+    repo: Path,
+    decision: ApprovalDecision | None,
+    message: str | None = None,
+    subscribe: bool = True,
+):
     (repo / "build").mkdir()
     engine = ScriptedEngine([Reply(calls=[DELETE]), Reply(text="finished")])
     session = await make_runtime(engine).start_thread(repo, approval_policy=ASK_WRITES)
@@ -138,13 +150,17 @@ async def test_approved_call_runs(make_runtime, repo: Path) -> None:
     assert turn.status == TurnStatus.completed and not (repo / "build").exists()
     request = next(i for i in session.items if isinstance(i, ApprovalRequestItem))
     assert (request.tool, request.action_class, request.summary) == (
-        "run_terminal", "writes_workspace", "rm -rf build")
+        "run_terminal",
+        "writes_workspace",
+        "rm -rf build",
+    )
     assert request.reason == "approval needed by the rule for writes workspace calls"
 
 
 async def test_denied_call_tells_the_model_why(make_runtime, repo: Path) -> None:
-    session, engine, turn = await _approval_turn(make_runtime, repo, ApprovalDecision.deny,
-                                                 "keep the build folder")
+    session, engine, turn = await _approval_turn(
+        make_runtime, repo, ApprovalDecision.deny, "keep the build folder"
+    )
     assert turn.status == TurnStatus.completed and (repo / "build").exists()
     command = next(i for i in session.items if isinstance(i, CommandExecutionItem))
     assert command.status == ItemStatus.declined
@@ -181,9 +197,13 @@ async def test_client_leaving_denies_pending_approvals(make_runtime, repo: Path)
 async def test_approve_for_thread_is_remembered(make_runtime, repo: Path) -> None:
     (repo / "a").mkdir()
     (repo / "b").mkdir()
-    engine = ScriptedEngine([Reply(calls=[call("run_terminal", command="rm -rf a")]),
-                             Reply(calls=[call("run_terminal", command="rm -rf b")]),
-                             Reply(text="both gone")])
+    engine = ScriptedEngine(
+        [
+            Reply(calls=[call("run_terminal", command="rm -rf a")]),
+            Reply(calls=[call("run_terminal", command="rm -rf b")]),
+            Reply(text="both gone"),
+        ]
+    )
     session = await make_runtime(engine).start_thread(repo, approval_policy=ASK_WRITES)
     events = session.subscribe(answers_approvals=True)
     turn = await session.start_turn(text("clean"))
@@ -196,20 +216,28 @@ async def test_approve_for_thread_is_remembered(make_runtime, repo: Path) -> Non
 
 
 async def test_policy_rules_by_tool_and_command(make_runtime, repo: Path) -> None:
-    policy = ApprovalPolicy(writes_workspace=ApprovalMode.ask,
-                            tools={"write_file": ApprovalMode.deny},
-                            commands={"git push": ApprovalMode.deny,
-                                      "python -m pytest": ApprovalMode.auto})
-    engine = ScriptedEngine([
-        Reply(calls=[call("write_file", path="x.txt", content="x"),
-                     call("run_terminal", command="python -m pytest -q --co"),
-                     call("run_terminal", command="echo hi && git push origin main")]),
-        Reply(text="ok"),
-    ])
+    policy = ApprovalPolicy(
+        writes_workspace=ApprovalMode.ask,
+        tools={"write_file": ApprovalMode.deny},
+        commands={"git push": ApprovalMode.deny, "python -m pytest": ApprovalMode.auto},
+    )
+    engine = ScriptedEngine(
+        [
+            Reply(
+                calls=[
+                    call("write_file", path="x.txt", content="x"),
+                    call("run_terminal", command="python -m pytest -q --co"),
+                    call("run_terminal", command="echo hi && git push origin main"),
+                ]
+            ),
+            Reply(text="ok"),
+        ]
+    )
     session = await make_runtime(engine).start_thread(repo, approval_policy=policy)
     await session.run_turn(text("go"))
-    write, pytest_run, push = (i for i in session.items if i.type in ("file_change",
-                                                                      "command_execution"))
+    write, pytest_run, push = (
+        i for i in session.items if i.type in ("file_change", "command_execution")
+    )
     assert write.status == ItemStatus.declined and not (repo / "x.txt").exists()
     assert pytest_run.status == ItemStatus.completed
     assert push.status == ItemStatus.declined
@@ -231,8 +259,9 @@ async def test_repeated_identical_failures_stop_the_turn(make_runtime, repo: Pat
 async def test_polling_a_job_is_not_repetition(make_runtime, repo: Path) -> None:
     start = call("run_terminal", command="sleep 5; echo ready", background=True)
     poll = call("terminal_output", job_id="job-1", wait=0.05)
-    engine = ScriptedEngine([Reply(calls=[start]), *[Reply(calls=[poll])] * 5,
-                             Reply(text="it is ready")])
+    engine = ScriptedEngine(
+        [Reply(calls=[start]), *[Reply(calls=[poll])] * 5, Reply(text="it is ready")]
+    )
     session = await make_runtime(engine, repetition_limit=2).start_thread(repo)
     turn = await session.run_turn(text("start and wait"))
     assert turn.stop_reason == StopReason.answered

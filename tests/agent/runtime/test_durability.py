@@ -27,7 +27,7 @@ TESTS = Path(__file__).parents[2]
 
 # A turn that streams some text, then runs a command that prints and hangs: the parent kills
 # this process while the command runs.
-CRASHING_TURN = textwrap.dedent('''
+CRASHING_TURN = textwrap.dedent("""
     import asyncio, sys
     from pathlib import Path
     from support.scripted_engine import Reply, ScriptedEngine, call
@@ -45,22 +45,32 @@ CRASHING_TURN = textwrap.dedent('''
         await session.run_turn([TextInput(text="run the slow script")])
 
     asyncio.run(main())
-''')
+""")
 
 
 async def test_a_killed_process_loses_nothing_and_the_thread_resumes(
-        make_runtime, repo: Path, tmp_path: Path, settings) -> None:
+    make_runtime, repo: Path, tmp_path: Path, settings
+) -> None:
     home = settings().home
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get(
-        "PYTHONPATH", "")])}
-    child = subprocess.Popen([sys.executable, "-c", CRASHING_TURN, str(home), str(repo)],
-                             stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_TURN, str(home), str(repo)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         thread_id = child.stdout.readline().strip()
         store = TraceStore(home / "traces.db")
         deadline = time.monotonic() + 30
-        while not any(e.type == "item.delta" and getattr(e.delta, "kind", "") == "output"
-                      for e in store.events(thread_id)):
+        while not any(
+            e.type == "item.delta" and getattr(e.delta, "kind", "") == "output"
+            for e in store.events(thread_id)
+        ):
             assert time.monotonic() < deadline, "the command's output never reached the store"
             await asyncio.sleep(0.05)
         os.killpg(child.pid, signal.SIGKILL)
@@ -94,12 +104,12 @@ async def test_a_killed_process_loses_nothing_and_the_thread_resumes(
         await runtime.close()
 
 
-async def test_secrets_are_redacted_in_the_stored_trace(make_runtime, repo: Path,
-                                                        settings) -> None:
+async def test_secrets_are_redacted_in_the_stored_trace(make_runtime, repo: Path, settings) -> None:
     (repo / ".env").write_text("SERVICE_TOKEN=tok-9f8e7d6c5b4a3210\n")
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
-    engine = ScriptedEngine([Reply(calls=[call("run_terminal", command="cat .env")]),
-                             Reply(text="Your key is " + key)])
+    engine = ScriptedEngine(
+        [Reply(calls=[call("run_terminal", command="cat .env")]), Reply(text="Your key is " + key)]
+    )
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     await session.run_turn(text(f"my key is {key}; show .env"))
@@ -115,30 +125,52 @@ async def test_secrets_are_redacted_in_the_stored_trace(make_runtime, repo: Path
 
 
 async def test_followups_record_what_became_of_the_edits(make_runtime, repo: Path) -> None:
-    engine = ScriptedEngine([
-        Reply(calls=[call("write_file", path="a.txt", content="agent a\n"),
-                     call("write_file", path="b.txt", content="agent b\n"),
-                     call("write_file", path="c.txt", content="agent c\n")]),
-        Reply(text="wrote three files"),
-        Reply(text="ok"),
-    ])
+    engine = ScriptedEngine(
+        [
+            Reply(
+                calls=[
+                    call("write_file", path="a.txt", content="agent a\n"),
+                    call("write_file", path="b.txt", content="agent b\n"),
+                    call("write_file", path="c.txt", content="agent c\n"),
+                ]
+            ),
+            Reply(text="wrote three files"),
+            Reply(text="ok"),
+        ]
+    )
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     first = await session.run_turn(text("write files"))
     (repo / "b.txt").unlink()  # the user reverted this one
     (repo / "c.txt").write_text("user rewrote it\n")
     await session.run_turn(text("thanks"))
-    outcomes = {(o.kind, o.detail.get("path")) for o in runtime.store.outcomes(
-        session.thread.id) if o.turn_id == first.id}
-    assert outcomes == {("user_followup", None), ("edit_kept", "a.txt"),
-                        ("edit_reverted", "b.txt"), ("edit_modified", "c.txt")}
+    outcomes = {
+        (o.kind, o.detail.get("path"))
+        for o in runtime.store.outcomes(session.thread.id)
+        if o.turn_id == first.id
+    }
+    assert outcomes == {
+        ("user_followup", None),
+        ("edit_kept", "a.txt"),
+        ("edit_reverted", "b.txt"),
+        ("edit_modified", "c.txt"),
+    }
 
 
-async def test_a_client_leaving_records_what_became_of_the_last_edits(make_runtime,
-                                                                      repo: Path) -> None:
-    engine = ScriptedEngine([Reply(calls=[call("write_file", path="a.txt", content="a\n"),
-                                          call("write_file", path="b.txt", content="b\n")]),
-                             Reply(text="wrote two files")])
+async def test_a_client_leaving_records_what_became_of_the_last_edits(
+    make_runtime, repo: Path
+) -> None:
+    engine = ScriptedEngine(
+        [
+            Reply(
+                calls=[
+                    call("write_file", path="a.txt", content="a\n"),
+                    call("write_file", path="b.txt", content="b\n"),
+                ]
+            ),
+            Reply(text="wrote two files"),
+        ]
+    )
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("write files"))
@@ -146,14 +178,20 @@ async def test_a_client_leaving_records_what_became_of_the_last_edits(make_runti
     thread_id = session.thread.id
     reader = runtime.store  # closing the runtime closes it; read what it wrote first
     await session.close()
-    outcomes = {(o.kind, o.detail["path"], o.detail["when"])
-                for o in reader.outcomes(thread_id) if o.turn_id == turn.id}
-    assert outcomes == {("edit_kept", "a.txt", "session_end"),
-                        ("edit_reverted", "b.txt", "session_end")}
+    outcomes = {
+        (o.kind, o.detail["path"], o.detail["when"])
+        for o in reader.outcomes(thread_id)
+        if o.turn_id == turn.id
+    }
+    assert outcomes == {
+        ("edit_kept", "a.txt", "session_end"),
+        ("edit_reverted", "b.txt", "session_end"),
+    }
 
 
-async def test_threads_are_independent_in_one_runtime(make_runtime, repo: Path,
-                                                      tmp_path: Path) -> None:
+async def test_threads_are_independent_in_one_runtime(
+    make_runtime, repo: Path, tmp_path: Path
+) -> None:
     other = tmp_path / "other"
     other.mkdir()
     engine = ScriptedEngine([Reply(text="one", delay=0.02), Reply(text="two", delay=0.02)])
@@ -163,8 +201,9 @@ async def test_threads_are_independent_in_one_runtime(make_runtime, repo: Path,
     turns = await asyncio.gather(first.run_turn(text("a")), second.run_turn(text("b")))
     assert [t.status for t in turns] == [TurnStatus.completed] * 2
     assert first.harness is not second.harness
-    texts = sorted(i.text for s in (first, second) for i in s.items
-                   if isinstance(i, AgentMessageItem))
+    texts = sorted(
+        i.text for s in (first, second) for i in s.items if isinstance(i, AgentMessageItem)
+    )
     assert texts == ["one", "two"]
     listed, _ = runtime.list_threads()
     assert {t.id for t in listed} == {first.thread.id, second.thread.id}

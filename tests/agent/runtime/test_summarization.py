@@ -23,15 +23,19 @@ def _big_file(repo: Path) -> None:
 
 async def test_summarized_twice_in_one_turn(make_runtime, repo: Path) -> None:
     _big_file(repo)
-    engine = ScriptedEngine([
-        Reply(calls=[READ_BIG], usage=(1500, 50)),
-        Reply(reasoning="What matters so far?", text="SUMMARY ONE: read big.txt",
-              usage=(2700, 40)),
-        Reply(calls=[READ_BIG], usage=(300, 30)),
-        Reply(calls=[READ_BIG], usage=(1700, 30)),
-        Reply(text="SUMMARY TWO: read big.txt three times", usage=(2800, 40)),
-        Reply(text="All done."),
-    ], context_window=8192)
+    engine = ScriptedEngine(
+        [
+            Reply(calls=[READ_BIG], usage=(1500, 50)),
+            Reply(
+                reasoning="What matters so far?", text="SUMMARY ONE: read big.txt", usage=(2700, 40)
+            ),
+            Reply(calls=[READ_BIG], usage=(300, 30)),
+            Reply(calls=[READ_BIG], usage=(1700, 30)),
+            Reply(text="SUMMARY TWO: read big.txt three times", usage=(2800, 40)),
+            Reply(text="All done."),
+        ],
+        context_window=8192,
+    )
     runtime = make_runtime(engine, **SETTINGS)
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("study big.txt"))
@@ -39,7 +43,9 @@ async def test_summarized_twice_in_one_turn(make_runtime, repo: Path) -> None:
 
     summaries = [i for i in session.items if isinstance(i, ContextSummaryItem)]
     assert [(s.summary_index, s.method, s.status) for s in summaries] == [
-        (1, "model", ItemStatus.completed), (2, "model", ItemStatus.completed)]
+        (1, "model", ItemStatus.completed),
+        (2, "model", ItemStatus.completed),
+    ]
     assert summaries[0].text == "SUMMARY ONE: read big.txt"
     assert all(s.tokens_before > 2000 for s in summaries)
     assert all(s.tokens_after < s.tokens_before for s in summaries)
@@ -67,16 +73,25 @@ async def test_summarized_twice_in_one_turn(make_runtime, repo: Path) -> None:
 
     calls = runtime.store.model_calls(session.thread.id)
     assert [(c["purpose"], c["segment"]) for c in calls] == [
-        ("agent", 0), ("summary", 0), ("agent", 1), ("agent", 1), ("summary", 1), ("agent", 2)]
+        ("agent", 0),
+        ("summary", 0),
+        ("agent", 1),
+        ("agent", 1),
+        ("summary", 1),
+        ("agent", 2),
+    ]
 
 
 async def test_empty_summary_falls_back_to_a_digest(make_runtime, repo: Path) -> None:
     _big_file(repo)
-    engine = ScriptedEngine([
-        Reply(text="Reading it.", calls=[READ_BIG], usage=(1900, 50)),
-        Reply(text="   ", usage=(2800, 1)),
-        Reply(text="Done."),
-    ], context_window=8192)
+    engine = ScriptedEngine(
+        [
+            Reply(text="Reading it.", calls=[READ_BIG], usage=(1900, 50)),
+            Reply(text="   ", usage=(2800, 1)),
+            Reply(text="Done."),
+        ],
+        context_window=8192,
+    )
     session = await make_runtime(engine, **SETTINGS).start_thread(repo)
     await session.run_turn(text("study big.txt"))
     summary = next(i for i in session.items if isinstance(i, ContextSummaryItem))
@@ -90,11 +105,14 @@ async def test_empty_summary_falls_back_to_a_digest(make_runtime, repo: Path) ->
 
 async def test_failed_summary_call_falls_back_too(make_runtime, repo: Path) -> None:
     _big_file(repo)
-    engine = ScriptedEngine([
-        Reply(calls=[READ_BIG], usage=(1900, 50)),
-        Reply(error=EngineServerError("summarizer down")),
-        Reply(text="Done."),
-    ], context_window=8192)
+    engine = ScriptedEngine(
+        [
+            Reply(calls=[READ_BIG], usage=(1900, 50)),
+            Reply(error=EngineServerError("summarizer down")),
+            Reply(text="Done."),
+        ],
+        context_window=8192,
+    )
     session = await make_runtime(engine, **SETTINGS).start_thread(repo)
     turn = await session.run_turn(text("study big.txt"))
     assert turn.stop_reason == StopReason.answered
@@ -105,12 +123,14 @@ async def test_failed_summary_call_falls_back_too(make_runtime, repo: Path) -> N
 async def test_overflow_reported_by_the_engine_triggers_a_summary(make_runtime, repo) -> None:
     from opencomposer.serving.engines.errors import ContextLengthExceeded
 
-    engine = ScriptedEngine([
-        Reply(calls=[call("glob", pattern="*.py")]),
-        Reply(error=ContextLengthExceeded("prompt too long")),
-        Reply(text="short summary"),
-        Reply(text="answer"),
-    ])
+    engine = ScriptedEngine(
+        [
+            Reply(calls=[call("glob", pattern="*.py")]),
+            Reply(error=ContextLengthExceeded("prompt too long")),
+            Reply(text="short summary"),
+            Reply(text="answer"),
+        ]
+    )
     session = await make_runtime(engine).start_thread(repo)
     turn = await session.run_turn(text("go"))
     assert turn.stop_reason == StopReason.answered

@@ -23,21 +23,34 @@ from .conftest import text
 
 
 async def test_multi_step_turn_fixes_a_bug_in_a_real_repository(make_runtime, repo: Path) -> None:
-    engine = ScriptedEngine([
-        Reply(reasoning="Find add first.", calls=[call("grep", pattern="def add")]),
-        Reply(calls=[call("read_file", path="calc.py")]),
-        Reply(text="The sign is wrong.", calls=[call(
-            "edit_file", path="calc.py",
-            old_string="return a - b", new_string="return a + b")]),
-        Reply(calls=[call("run_terminal", command="python -m pytest -q test_calc.py")]),
-        Reply(text="Fixed `add` in calc.py; the test passes."),
-    ])
+    engine = ScriptedEngine(
+        [
+            Reply(reasoning="Find add first.", calls=[call("grep", pattern="def add")]),
+            Reply(calls=[call("read_file", path="calc.py")]),
+            Reply(
+                text="The sign is wrong.",
+                calls=[
+                    call(
+                        "edit_file",
+                        path="calc.py",
+                        old_string="return a - b",
+                        new_string="return a + b",
+                    )
+                ],
+            ),
+            Reply(calls=[call("run_terminal", command="python -m pytest -q test_calc.py")]),
+            Reply(text="Fixed `add` in calc.py; the test passes."),
+        ]
+    )
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("make the test pass"))
 
     assert (turn.status, turn.stop_reason, turn.usage.model_calls) == (
-        TurnStatus.completed, StopReason.answered, 5)
+        TurnStatus.completed,
+        StopReason.answered,
+        5,
+    )
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     kinds = [(type(item).__name__, item.status) for item in session.items]
     assert kinds == [
@@ -65,8 +78,18 @@ async def test_multi_step_turn_fixes_a_bug_in_a_real_repository(make_runtime, re
     # The last request holds the whole conversation: each step's assistant message with its
     # calls as written, and each result under its call id.
     last = engine.requests[-1].messages
-    assert [m.role for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool",
-                                      "assistant", "tool", "assistant", "tool"]
+    assert [m.role for m in last] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
     assert last[2].reasoning == "Find add first." and last[2].tool_calls[0].name == "grep"
     assert last[6].content == "The sign is wrong."
     assert last[3].tool_call_id == last[2].tool_calls[0].id
@@ -87,8 +110,13 @@ async def test_events_stream_every_item_in_order_and_are_stored(make_runtime, re
                 break
     assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
     types = [e.type for e in seen]
-    assert types[:5] == ["thread.started", "turn.started", "item.started", "item.completed",
-                         "item.started"]
+    assert types[:5] == [
+        "thread.started",
+        "turn.started",
+        "item.started",
+        "item.completed",
+        "item.started",
+    ]
     assert types[-2:] == ["item.completed", "turn.completed"]
     deltas = "".join(e.delta.text for e in seen if e.type == "item.delta")
     assert deltas == "Hello there, how can I help?"
@@ -100,12 +128,18 @@ async def test_events_stream_every_item_in_order_and_are_stored(make_runtime, re
 
 
 async def test_parallel_read_only_calls_run_together(make_runtime, repo: Path) -> None:
-    engine = ScriptedEngine([
-        Reply(calls=[call("run_terminal", command="sleep 0.6; echo one"),
-                     call("run_terminal", command="sleep 0.6; echo two"),
-                     call("read_file", path="calc.py")]),
-        Reply(text="done"),
-    ])
+    engine = ScriptedEngine(
+        [
+            Reply(
+                calls=[
+                    call("run_terminal", command="sleep 0.6; echo one"),
+                    call("run_terminal", command="sleep 0.6; echo two"),
+                    call("read_file", path="calc.py"),
+                ]
+            ),
+            Reply(text="done"),
+        ]
+    )
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     await session.run_turn(text("go"))
@@ -115,17 +149,26 @@ async def test_parallel_read_only_calls_run_together(make_runtime, repo: Path) -
     first, second = commands
     assert second.started_at < first.completed_at
     assert first.completed_at is not None and second.completed_at is not None
-    overlap = min(first.completed_at, second.completed_at) - max(first.started_at,
-                                                                 second.started_at)
+    overlap = min(first.completed_at, second.completed_at) - max(
+        first.started_at, second.started_at
+    )
     assert overlap.total_seconds() > 0.3
 
 
 async def test_malformed_calls_become_errors_the_model_reads(make_runtime, repo: Path) -> None:
-    engine = ScriptedEngine([
-        Reply(calls=[("no_such_tool", {}), ("read_file", '{"path": "calc.py"'),
-                     ("read_file", {"path": 3}), ("read_file", "[1, 2]")]),
-        Reply(text="Sorry, retrying properly."),
-    ])
+    engine = ScriptedEngine(
+        [
+            Reply(
+                calls=[
+                    ("no_such_tool", {}),
+                    ("read_file", '{"path": "calc.py"'),
+                    ("read_file", {"path": 3}),
+                    ("read_file", "[1, 2]"),
+                ]
+            ),
+            Reply(text="Sorry, retrying properly."),
+        ]
+    )
     runtime = make_runtime(engine)
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("read calc.py"))
@@ -156,16 +199,20 @@ async def test_engine_failure_fails_the_turn_with_an_error_item(make_runtime, re
 
 async def test_transient_failure_mid_stream_is_retried(make_runtime, repo: Path) -> None:
     failure = EngineServerError("connection reset")
-    runtime = make_runtime([Reply(text="partial answer that breaks", error=failure,
-                                  fail_after=3),
-                            Reply(text="whole answer")])
+    runtime = make_runtime(
+        [
+            Reply(text="partial answer that breaks", error=failure, fail_after=3),
+            Reply(text="whole answer"),
+        ]
+    )
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("hi"))
     assert turn.status == TurnStatus.completed
     messages = [i for i in session.items if isinstance(i, AgentMessageItem)]
     assert [(m.status, m.text) for m in messages] == [
         (ItemStatus.failed, "partial answer that breaks"[:12]),
-        (ItemStatus.completed, "whole answer")]
+        (ItemStatus.completed, "whole answer"),
+    ]
 
 
 async def test_budgets_end_the_turn_and_say_why(make_runtime, repo: Path) -> None:
@@ -174,18 +221,23 @@ async def test_budgets_end_the_turn_and_say_why(make_runtime, repo: Path) -> Non
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("go"))
     assert (turn.status, turn.stop_reason, turn.usage.model_calls) == (
-        TurnStatus.completed, StopReason.max_steps, 3)
+        TurnStatus.completed,
+        StopReason.max_steps,
+        3,
+    )
 
-    runtime = make_runtime([Reply(calls=[call("glob", pattern="*.py")], usage=(600, 50))] * 5,
-                           max_turn_tokens=1000)
+    runtime = make_runtime(
+        [Reply(calls=[call("glob", pattern="*.py")], usage=(600, 50))] * 5, max_turn_tokens=1000
+    )
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("go"))
     assert (turn.stop_reason, turn.usage.model_calls) == (StopReason.max_tokens, 2)
 
 
 async def test_wall_time_budget_interrupts_a_long_command(make_runtime, repo: Path) -> None:
-    runtime = make_runtime([Reply(calls=[call("run_terminal", command="sleep 30", timeout=60)])],
-                           max_wall_time=1.0)
+    runtime = make_runtime(
+        [Reply(calls=[call("run_terminal", command="sleep 30", timeout=60)])], max_wall_time=1.0
+    )
     session = await runtime.start_thread(repo)
     turn = await session.run_turn(text("wait"))
     assert (turn.status, turn.stop_reason) == (TurnStatus.completed, StopReason.max_wall_time)

@@ -27,8 +27,9 @@ def parse_retry_delay(attempt):
 def project(root: Path) -> Path:
     (root / "app").mkdir()
     (root / "app/config.py").write_text(SOURCE)
-    (root / "app/server.go").write_text("package app\n\nfunc StartServer() error {\n"
-                                        "\treturn nil\n}\n")
+    (root / "app/server.go").write_text(
+        "package app\n\nfunc StartServer() error {\n\treturn nil\n}\n"
+    )
     (root / "README.md").write_text("# Demo\n\nA demo project.\n")
     return root
 
@@ -39,7 +40,8 @@ async def test_outline_of_a_file(harness, project):
         "app/config.py:\n"
         "1-5 class Config: class Config:\n"
         "  4-5 method load: def load(self, path):\n"
-        "8-10 function parse_retry_delay: def parse_retry_delay(attempt):")
+        "8-10 function parse_retry_delay: def parse_retry_delay(attempt):"
+    )
 
 
 async def test_query_across_the_workspace(harness, project):
@@ -66,10 +68,10 @@ async def test_semantic_search_without_a_model_says_it_used_keywords(harness, pr
 
 
 async def test_semantic_search_with_the_model(root: Path, project, tmp_path: Path, models_dir):
-    harness = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data",
-                          models_dir=models_dir)
-    outcome = await harness.call("semantic_search", {"query": "how long to wait before trying "
-                                                              "again", "top_k": 2})
+    harness = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data", models_dir=models_dir)
+    outcome = await harness.call(
+        "semantic_search", {"query": "how long to wait before trying again", "top_k": 2}
+    )
     assert outcome.fields["method"] == "semantic"
     assert outcome.text.splitlines()[0] == "[semantic search]"
     assert outcome.text.splitlines()[2].startswith("app/config.py:8-10 parse_retry_delay")
@@ -77,10 +79,10 @@ async def test_semantic_search_with_the_model(root: Path, project, tmp_path: Pat
 
 
 async def test_a_search_that_would_wait_for_embedding_gets_keywords_meanwhile(
-        root: Path, project, tmp_path: Path, models_dir, monkeypatch):
+    root: Path, project, tmp_path: Path, models_dir, monkeypatch
+):
     monkeypatch.setattr(code_tools, "SEMANTIC_WAIT", 0.0)
-    harness = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data",
-                          models_dir=models_dir)
+    harness = ToolHarness(Workspace(root), ToolSettings(), tmp_path / "data", models_dir=models_dir)
     first = await harness.call("semantic_search", {"query": "retry delay"})
     assert first.fields["method"] == "lexical"
     assert first.text.startswith(f"[lexical search: {STILL_BUILDING}]")

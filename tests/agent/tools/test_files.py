@@ -13,10 +13,16 @@ async def test_read_numbers_lines_and_pages(harness, root: Path):
     (root / "a.py").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     outcome = await harness.call("read_file", {"path": "a.py", "offset": 3, "limit": 2})
     assert outcome.ok
-    assert outcome.text == "     3\tline 3\n     4\tline 4\n[... 6 more lines; continue with offset=5]"
+    assert (
+        outcome.text == "     3\tline 3\n     4\tline 4\n[... 6 more lines; continue with offset=5]"
+    )
     assert outcome.view == "file_read"
-    assert outcome.fields == {"path": "a.py", "total_lines": 10, "encoding": "utf-8",
-                              "range": LineRange(start=3, end=4)}
+    assert outcome.fields == {
+        "path": "a.py",
+        "total_lines": 10,
+        "encoding": "utf-8",
+        "range": LineRange(start=3, end=4),
+    }
 
 
 async def test_read_stops_at_the_output_cap_and_says_where_to_continue(harness, root: Path):
@@ -42,8 +48,10 @@ async def test_read_binary_empty_missing_and_past_the_end(harness, root: Path):
     (root / "empty.txt").write_bytes(b"")
     (root / "two.txt").write_text("a\nb\n")
     binary = await harness.call("read_file", {"path": "img.png"})
-    assert (binary.ok, binary.text) == (True, "img.png is a binary file (72 bytes); it cannot be "
-                                              "shown as text.")
+    assert (binary.ok, binary.text) == (
+        True,
+        "img.png is a binary file (72 bytes); it cannot be shown as text.",
+    )
     assert (await harness.call("read_file", {"path": "empty.txt"})).text == "empty.txt is empty."
     missing = await harness.call("read_file", {"path": "nope.txt"})
     assert (missing.ok, missing.error.kind) == (False, "not_found")
@@ -65,12 +73,18 @@ async def test_read_a_50_mb_file_by_pages(harness, root: Path):
 
 
 async def test_write_creates_and_refuses_to_clobber(harness, root: Path):
-    created = await harness.call("write_file", {"path": "new dir/ünï côdé.py", "content": "x = 1\n"})
+    created = await harness.call(
+        "write_file", {"path": "new dir/ünï côdé.py", "content": "x = 1\n"}
+    )
     assert created.ok and created.text == "Created new dir/ünï côdé.py (1 lines)."
     assert (root / "new dir/ünï côdé.py").read_bytes() == b"x = 1\n"
-    assert created.fields["changes"] == [FileChange(
-        path="new dir/ünï côdé.py", kind=FileChangeKind.add,
-        diff="--- /dev/null\n+++ b/new dir/ünï côdé.py\n@@ -0,0 +1 @@\n+x = 1\n")]
+    assert created.fields["changes"] == [
+        FileChange(
+            path="new dir/ünï côdé.py",
+            kind=FileChangeKind.add,
+            diff="--- /dev/null\n+++ b/new dir/ünï côdé.py\n@@ -0,0 +1 @@\n+x = 1\n",
+        )
+    ]
     again = await harness.call("write_file", {"path": "new dir/ünï côdé.py", "content": "y\n"})
     assert again.error.kind == "conflict" and "overwrite=true" in again.text
 
@@ -80,23 +94,28 @@ async def test_write_creates_and_refuses_to_clobber(harness, root: Path):
     [
         (b"a\r\nb\r\n", b"x\r\ny\r\n"),
         (codecs.BOM_UTF8 + b"a\n", codecs.BOM_UTF8 + b"x\ny\n"),
-        (codecs.BOM_UTF16_LE + "a\r\n".encode("utf-16-le"),
-         codecs.BOM_UTF16_LE + "x\r\ny\r\n".encode("utf-16-le")),
+        (
+            codecs.BOM_UTF16_LE + "a\r\n".encode("utf-16-le"),
+            codecs.BOM_UTF16_LE + "x\r\ny\r\n".encode("utf-16-le"),
+        ),
     ],
 )
-async def test_overwrite_keeps_encoding_bom_and_line_endings(harness, root: Path, original,
-                                                             expected):
+async def test_overwrite_keeps_encoding_bom_and_line_endings(
+    harness, root: Path, original, expected
+):
     (root / "f.txt").write_bytes(original)
-    outcome = await harness.call("write_file", {"path": "f.txt", "content": "x\ny\n",
-                                                "overwrite": True})
+    outcome = await harness.call(
+        "write_file", {"path": "f.txt", "content": "x\ny\n", "overwrite": True}
+    )
     assert outcome.ok, outcome.text
     assert (root / "f.txt").read_bytes() == expected
 
 
 async def test_overwrite_with_characters_the_encoding_cannot_hold(harness, root: Path):
     (root / "l1.txt").write_bytes("caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"))
-    outcome = await harness.call("write_file", {"path": "l1.txt", "content": "emoji 🙂\n",
-                                                "overwrite": True})
+    outcome = await harness.call(
+        "write_file", {"path": "l1.txt", "content": "emoji 🙂\n", "overwrite": True}
+    )
     assert outcome.error.kind == "invalid_arguments" and "cannot encode '🙂'" in outcome.text
     assert (root / "l1.txt").read_bytes() == "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1")
 

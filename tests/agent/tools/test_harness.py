@@ -36,8 +36,10 @@ class Loud(Tool):
 async def test_arguments_are_validated_with_readable_errors(harness):
     missing = await harness.call("read_file", {})
     assert missing.error.kind == "invalid_arguments"
-    assert missing.text == ("Error (invalid_arguments): read_file: path: Field required\n"
-                            "read_file takes: path, offset, limit.")
+    assert missing.text == (
+        "Error (invalid_arguments): read_file: path: Field required\n"
+        "read_file takes: path, offset, limit."
+    )
     typo = await harness.call("read_file", {"path": "a", "ofset": 3})
     assert "ofset: Extra inputs are not permitted" in typo.text
     not_json = await harness.call("grep", '{"pattern": ')
@@ -57,8 +59,9 @@ async def test_a_bug_in_a_tool_is_an_outcome_not_a_crash(root: Path, tmp_path: P
 
 async def test_output_is_redacted_and_capped(root: Path, tmp_path: Path):
     settings = ToolSettings(output_cap=1_000)
-    harness = ToolHarness(Workspace(root), settings, tmp_path / "data", tools=[Loud()],
-                          redactor=Redactor())
+    harness = ToolHarness(
+        Workspace(root), settings, tmp_path / "data", tools=[Loud()], redactor=Redactor()
+    )
     outcome = await harness.call("loud", {})
     assert "sk-abcdef" not in outcome.text and "[REDACTED]" in outcome.text
     assert len(outcome.text) < 1_100 and "characters omitted" in outcome.text
@@ -74,22 +77,34 @@ def test_cap_text_keeps_head_and_tail():
 async def test_prepare_classifies_before_running(harness):
     read = harness.prepare("read_file", {"path": "x"})
     write = harness.prepare("write_file", {"path": "x", "content": "y"})
-    assert (read.action_class, write.action_class) == (ActionClass.read_only,
-                                                       ActionClass.writes_workspace)
+    assert (read.action_class, write.action_class) == (
+        ActionClass.read_only,
+        ActionClass.writes_workspace,
+    )
     assert read.summary == 'read_file {"path": "x"}'  # the default: the call itself
     assert write.summary == "write x (1 line)"
-    edit = harness.prepare("edit_file", {"path": "a.py", "old_string": "x = 1\ny = 2",
-                                         "new_string": "x = 3"})
+    edit = harness.prepare(
+        "edit_file", {"path": "a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 3"}
+    )
     assert edit.summary == "edit a.py: 'x = 1' (+1 lines) -> 'x = 3'"
-    patch = harness.prepare("apply_patch", {"patch": "*** Begin Patch\n*** Update File: a.py\n"
-                                                     "@@\n-x\n+y\n*** Delete File: b.py\n"
-                                                     "*** End Patch\n"})
+    patch = harness.prepare(
+        "apply_patch",
+        {
+            "patch": "*** Begin Patch\n*** Update File: a.py\n"
+            "@@\n-x\n+y\n*** Delete File: b.py\n"
+            "*** End Patch\n"
+        },
+    )
     assert patch.summary == "apply patch: update a.py, delete b.py"
 
 
 async def write(harness, path: str, content: str, turn: str, call: str) -> None:
-    outcome = await harness.call("write_file", {"path": path, "content": content,
-                                                "overwrite": True}, call_id=call, turn_id=turn)
+    outcome = await harness.call(
+        "write_file",
+        {"path": path, "content": content, "overwrite": True},
+        call_id=call,
+        turn_id=turn,
+    )
     assert outcome.ok, outcome.text
 
 
@@ -160,13 +175,18 @@ class DiskFullOnSecondWrite(DiskWriter):
 async def test_a_failing_write_rolls_back_the_calls_earlier_writes(root: Path, tmp_path: Path):
     (root / "a.txt").write_text("A\n")
     (root / "b.txt").write_text("B\n")
-    harness = ToolHarness(Workspace(root, writer=DiskFullOnSecondWrite(root)), ToolSettings(),
-                          tmp_path / "data")
-    patch = ("*** Begin Patch\n*** Update File: a.txt\n@@\n-A\n+A2\n"
-             "*** Update File: b.txt\n@@\n-B\n+B2\n*** End Patch\n")
+    harness = ToolHarness(
+        Workspace(root, writer=DiskFullOnSecondWrite(root)), ToolSettings(), tmp_path / "data"
+    )
+    patch = (
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n-A\n+A2\n"
+        "*** Update File: b.txt\n@@\n-B\n+B2\n*** End Patch\n"
+    )
     outcome = await harness.call("apply_patch", {"patch": patch})
     assert outcome.error.kind == "unexpected_environment"
-    assert outcome.text == ("Error (unexpected_environment): writing b.txt failed (No space left "
-                            "on device); 1 earlier change(s) of this call were rolled back")
+    assert outcome.text == (
+        "Error (unexpected_environment): writing b.txt failed (No space left "
+        "on device); 1 earlier change(s) of this call were rolled back"
+    )
     assert ((root / "a.txt").read_text(), (root / "b.txt").read_text()) == ("A\n", "B\n")
     await harness.close()

@@ -55,20 +55,43 @@ async def test_remote_and_local_outcomes_are_identical(tmp_path: Path):
 async def test_malformed_requests_get_error_answers(tmp_path: Path):
     make_tree(tmp_path / "w")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "opencomposer.agent.tools.rpc", "--workspace", str(tmp_path / "w"),
-        "--data-dir", str(tmp_path / "d"), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "opencomposer.agent.tools.rpc",
+        "--workspace",
+        str(tmp_path / "w"),
+        "--data-dir",
+        str(tmp_path / "d"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
     requests = b'garbage\n[1, 2]\n{"id": 7, "method": "call", "params": {}}\n{"id": 8}\n'
     out, _ = await asyncio.wait_for(proc.communicate(requests), 30)
-    answers = sorted((json.loads(line) for line in out.splitlines()),
-                     key=lambda a: a["id"] or 0)  # calls answer as they finish
+    answers = sorted(
+        (json.loads(line) for line in out.splitlines()), key=lambda a: a["id"] or 0
+    )  # calls answer as they finish
     assert answers == [
-        {"id": None, "error": {"kind": "parse_error",
-                               "message": "Expecting value: line 1 column 1 (char 0)"}},
-        {"id": None, "error": {"kind": "invalid_request",
-                               "message": "a request is an object with a string `method`"}},
+        {
+            "id": None,
+            "error": {
+                "kind": "parse_error",
+                "message": "Expecting value: line 1 column 1 (char 0)",
+            },
+        },
+        {
+            "id": None,
+            "error": {
+                "kind": "invalid_request",
+                "message": "a request is an object with a string `method`",
+            },
+        },
         {"id": 7, "error": {"kind": "invalid_request", "message": "missing parameter 'name'"}},
-        {"id": 8, "error": {"kind": "invalid_request",
-                            "message": "a request is an object with a string `method`"}},
+        {
+            "id": 8,
+            "error": {
+                "kind": "invalid_request",
+                "message": "a request is an object with a string `method`",
+            },
+        },
     ]
     assert proc.returncode == 0

@@ -34,19 +34,29 @@ async def test_grep_honours_gitignore_and_sorts_by_path(harness, tree):
         "src/app.py:1:def main():",
         "src/util.py:2:MAIN = 'x'",  # smart case: lower-case pattern ignores case
     ]
-    assert outcome.fields == {"query": "main", "method": "grep", "match_count": 4,
-                              "file_count": 4, "truncated": False}
+    assert outcome.fields == {
+        "query": "main",
+        "method": "grep",
+        "match_count": 4,
+        "file_count": 4,
+        "truncated": False,
+    }
 
 
 async def test_grep_options(harness, tree):
-    sensitive = await harness.call("grep", {"pattern": "main", "case_sensitive": True,
-                                            "glob": "*.py"})
+    sensitive = await harness.call(
+        "grep", {"pattern": "main", "case_sensitive": True, "glob": "*.py"}
+    )
     assert sensitive.text == "src/app.py:1:def main():"
-    context = await harness.call("grep", {"pattern": "helper", "path": "src/app.py",
-                                          "context": 1})
+    context = await harness.call("grep", {"pattern": "helper", "path": "src/app.py", "context": 1})
     assert context.text.splitlines() == [
-        "src/app.py-1-def main():", "src/app.py:2:    return helper()", "src/app.py-3-",
-        "src/app.py-4-", "src/app.py:5:def helper():", "src/app.py-6-    return 42"]
+        "src/app.py-1-def main():",
+        "src/app.py:2:    return helper()",
+        "src/app.py-3-",
+        "src/app.py-4-",
+        "src/app.py:5:def helper():",
+        "src/app.py-6-    return 42",
+    ]
     literal = await harness.call("grep", {"pattern": "helper()", "literal": True})
     assert literal.text == "src/app.py:2:    return helper()\nsrc/app.py:5:def helper():"
     nothing = await harness.call("grep", {"pattern": "zebra"})
@@ -59,9 +69,12 @@ async def test_grep_caps_results_and_counts_the_rest(harness, root: Path):
     outcome = await harness.call("grep", {"pattern": "hit", "max_results": 12})
     lines = outcome.text.splitlines()
     assert lines[:12] == [f"f0{i // 5}.txt:{i % 5 + 1}:hit" for i in range(10)] + [
-        "f02.txt:1:hit", "f02.txt:2:hit"]
-    assert lines[12] == ("[... 138 more matching lines in 27 more files; narrow the search "
-                         "with path or glob]")
+        "f02.txt:1:hit",
+        "f02.txt:2:hit",
+    ]
+    assert lines[12] == (
+        "[... 138 more matching lines in 27 more files; narrow the search with path or glob]"
+    )
     assert outcome.fields["truncated"] is True and outcome.fields["match_count"] == 150
 
 
@@ -79,7 +92,9 @@ async def test_glob_lists_with_sizes(harness, tree):
     assert outcome.text.splitlines() == ["src/app.py (62 B)", "src/util.py (24 B)"]
     scoped = await harness.call("glob", {"pattern": "*", "path": "docs"})
     assert scoped.text == "docs/ünïcode name.md (17 B)"
-    assert (await harness.call("glob", {"pattern": "*.rs"})).text == "No files match '*.rs' in the workspace."
+    assert (
+        await harness.call("glob", {"pattern": "*.rs"})
+    ).text == "No files match '*.rs' in the workspace."
     not_folder = await harness.call("glob", {"pattern": "*", "path": "src/app.py"})
     assert not_folder.error.kind == "invalid_arguments"
 
@@ -93,13 +108,18 @@ async def test_ten_thousand_files(harness, root: Path):
             (folder / f"m{j:03d}.py").write_text(f"VALUE = {i * 100 + j}\n")
     listing = await harness.call("glob", {"pattern": "*.py"})
     assert listing.fields["match_count"] == 10_000
-    assert listing.text.endswith(f"[... {10_000 - MAX_GLOB_RESULTS:,} more files; use a narrower "
-                                 "pattern or path]")
+    assert listing.text.endswith(
+        f"[... {10_000 - MAX_GLOB_RESULTS:,} more files; use a narrower pattern or path]"
+    )
     found = await harness.call("grep", {"pattern": r"VALUE = 9999\b"})
     assert found.text == "pkg099/m099.py:1:VALUE = 9999"
 
 
 def test_grep_agrees_with_raw_ripgrep(tree):
-    raw = subprocess.run([str(find_program("rg")), "--sort", "path", "-n", "--no-heading",
-                          "-S", "main", "src"], cwd=tree, capture_output=True, text=True).stdout
+    raw = subprocess.run(
+        [str(find_program("rg")), "--sort", "path", "-n", "--no-heading", "-S", "main", "src"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert raw.splitlines() == ["src/app.py:1:def main():", "src/util.py:2:MAIN = 'x'"]

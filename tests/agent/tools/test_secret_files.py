@@ -59,12 +59,15 @@ def test_what_a_dotenv_file_has_masked() -> None:
         'AASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----"\n'
     )
     assert secret_values(dotenv_assignments(text)) == [
-        'ab"cd-1234', 'ab\\"cd-1234',
+        'ab"cd-1234',
+        'ab\\"cd-1234',
         "https://hooks.slack.com/services/T0/B0/q7Zr2LmX9vTb4NcW8kPd1s",
-        "postgres://app:pw-123456@db/app", "correct-horse-battery",
+        "postgres://app:pw-123456@db/app",
+        "correct-horse-battery",
         "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\nAASCBKcwggSjAgEAAoIBAQC7\n"
         "-----END PRIVATE KEY-----",
-        "MIIEvQIBADANBgkqhkiG9w0BAQEF", "AASCBKcwggSjAgEAAoIBAQC7",  # line by line too
+        "MIIEvQIBADANBgkqhkiG9w0BAQEF",
+        "AASCBKcwggSjAgEAAoIBAQC7",  # line by line too
     ]
 
 
@@ -93,11 +96,13 @@ def test_the_watch_finds_nested_files_and_skips_dependencies(tmp_path: Path) -> 
     watch.refresh()
     assert sorted(watch.values) == ["nested-value-2", "root-value-1"]
     assert redactor.redact("root-value-1 nested-value-2 dependency-value-3") == (
-        f"{MASK} {MASK} dependency-value-3")
+        f"{MASK} {MASK} dependency-value-3"
+    )
 
 
-def test_the_watch_sees_files_added_and_changed_after_it_started(tmp_path: Path,
-                                                                 monkeypatch) -> None:
+def test_the_watch_sees_files_added_and_changed_after_it_started(
+    tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setattr(secret_files, "REFRESH_INTERVAL", 10**9)  # only forced refreshes
     redactor = Redactor()
     watch = SecretFiles(tmp_path, redactor)
@@ -133,8 +138,9 @@ def test_the_walk_is_bounded(tmp_path: Path, monkeypatch, caplog) -> None:
     {"patch": "*** Begin Patch\n*** Update File: .env\n@@\n+NEW_KEY=just-written-value\n"
               "*** End Patch"},
 ])  # fmt: skip
-def test_a_call_that_writes_a_secret_file_is_learnt_before_it_runs(tmp_path: Path,
-                                                                    arguments) -> None:
+def test_a_call_that_writes_a_secret_file_is_learnt_before_it_runs(
+    tmp_path: Path, arguments
+) -> None:
     redactor = Redactor()
     SecretFiles(tmp_path, redactor).note_call(arguments)
     for text in [*arguments.values(), json.dumps(arguments)]:
@@ -150,5 +156,6 @@ def test_a_call_that_names_no_secret_file_teaches_nothing(tmp_path: Path) -> Non
 def test_variable_names_are_not_taken_for_values(tmp_path: Path) -> None:
     redactor = Redactor()
     SecretFiles(tmp_path, redactor).note_call(
-        {"path": "app/.env", "old_string": "DATABASE_URL", "new_string": "replaced-value-1"})
+        {"path": "app/.env", "old_string": "DATABASE_URL", "new_string": "replaced-value-1"}
+    )
     assert redactor.redact("DATABASE_URL=replaced-value-1") == f"DATABASE_URL={MASK}"

@@ -21,8 +21,9 @@ async def test_run_reports_output_and_exit_code(harness, root: Path):
 
 
 async def test_soft_timeout_leaves_a_job_to_read_and_kill(harness):
-    started = await harness.call("run_terminal", {"command": "echo start; sleep 30",
-                                                  "timeout": 0.5})
+    started = await harness.call(
+        "run_terminal", {"command": "echo start; sleep 30", "timeout": 0.5}
+    )
     job = started.data["job_id"]
     assert started.fields["timed_out"] and started.fields["background_id"] == job
     assert f"still running as job {job}" in started.text
@@ -35,9 +36,13 @@ async def test_soft_timeout_leaves_a_job_to_read_and_kill(harness):
 
 
 async def test_background_job_takes_input(harness):
-    started = await harness.call("run_terminal", {
-        "command": "python3 -u -c \"import sys\nfor l in sys.stdin: print('got', l.strip())\"",
-        "background": True})
+    started = await harness.call(
+        "run_terminal",
+        {
+            "command": "python3 -u -c \"import sys\nfor l in sys.stdin: print('got', l.strip())\"",
+            "background": True,
+        },
+    )
     job = started.data["job_id"]
     answer = await harness.call("terminal_input", {"job_id": job, "text": "ping\n"})
     if "got ping" not in answer.text:

@@ -33,8 +33,9 @@ def test_formats_are_reported():
     assert decode(SAMPLES["utf-8 with BOM"]).format == TextFormat("utf-8", bom=True, newline="\r\n")
     assert decode(SAMPLES["utf-16-le with BOM"]).format.label == "utf-16-le with BOM, CRLF"
     assert decode(SAMPLES["cr only"]).format.newline == "\r"
-    assert decode(b"a\r\nb\nc\r\n").format == TextFormat("utf-8", newline="\r\n",
-                                                          mixed_newlines=True)
+    assert decode(b"a\r\nb\nc\r\n").format == TextFormat(
+        "utf-8", newline="\r\n", mixed_newlines=True
+    )
     latin = decode(SAMPLES["latin-1"])
     assert (latin.format.encoding, latin.text) == ("cp1252", "café crème brûlée, à la française\n")
 
@@ -47,10 +48,18 @@ LEGACY = [
     ("latin-1", "¿Dónde está el niño? Mañana.\n", "cp1252"),
     ("latin-1", "Le garçon a mangé une crème brûlée à la fenêtre.\n", "cp1252"),
     ("cp1252", "print(\u201cIt\u2019s 5\u20ac\u201d)  # \u2014 curly quotes\n", "cp1252"),
-    ("cp1251", "Привет, мир! Это тестовый файл на русском языке, достаточно длинный для "
-               "определения кодировки.\n", "cp1251"),
-    ("shift_jis", "これは日本語のテキストです。文字コードの判定に十分な長さの文章を用意しました。"
-                  "よろしくお願いします。\n", "cp932"),
+    (
+        "cp1251",
+        "Привет, мир! Это тестовый файл на русском языке, достаточно длинный для "
+        "определения кодировки.\n",
+        "cp1251",
+    ),
+    (
+        "shift_jis",
+        "これは日本語のテキストです。文字コードの判定に十分な長さの文章を用意しました。"
+        "よろしくお願いします。\n",
+        "cp932",
+    ),
     ("cp1253", "Καλημέρα κόσμε, αυτό είναι ένα ελληνικό κείμενο.\n", "cp1253"),
     ("cp1254", "Günaydın, nasılsın? Bugün hava çok güzel.\n", "cp1254"),  # noqa: RUF001 (dotless i)
 ]

@@ -68,8 +68,12 @@ def test_overlay_wins_over_disk(root: Path):
 def test_unsaved_lists_buffers_that_differ_from_the_disk(root: Path):
     (root / "same.py").write_bytes(b"x\r\n")
     (root / "changed.py").write_bytes(b"x\n")
-    buffers = {root / "same.py": "x\r\n", root / "changed.py": "y\n",
-               root / "new.py": "z\n", root.parent / "outside.py": "w\n"}
+    buffers = {
+        root / "same.py": "x\r\n",
+        root / "changed.py": "y\n",
+        root / "new.py": "z\n",
+        root.parent / "outside.py": "w\n",
+    }
     assert Workspace(root, overlay=buffers).unsaved() == ["changed.py", "new.py"]
 
 
@@ -108,10 +112,10 @@ def test_reads_refuse_what_is_not_a_regular_file_with_typed_errors(root: Path):
     os.mkfifo(root / "pipe")
     workspace = Workspace(root)
     for path, error, message in (
-            ("missing.txt", NotFound, "does not exist"),
-            ("file.txt/below", NotFound, "does not exist"),
-            ("dir", InvalidArguments, "is a directory"),
-            ("pipe", InvalidArguments, "not a regular file"),
+        ("missing.txt", NotFound, "does not exist"),
+        ("file.txt/below", NotFound, "does not exist"),
+        ("dir", InvalidArguments, "is a directory"),
+        ("pipe", InvalidArguments, "not a regular file"),
     ):
         with pytest.raises(error, match=message):
             workspace.read_bytes(root / path)

@@ -47,33 +47,67 @@ def store(tmp_path: Path):
     store.close()
 
 
-def new_thread(store: TraceStore, thread_id: str = "thr_1", workspace: str = "/w",
-               created: datetime = T0) -> Thread:
-    thread = Thread(id=thread_id, workspace=workspace, title="fix the test", model="m",
-                    created_at=created, updated_at=created)
+def new_thread(
+    store: TraceStore, thread_id: str = "thr_1", workspace: str = "/w", created: datetime = T0
+) -> Thread:
+    thread = Thread(
+        id=thread_id,
+        workspace=workspace,
+        title="fix the test",
+        model="m",
+        created_at=created,
+        updated_at=created,
+    )
     store.create_thread(thread, "You are a coding agent.")
     store.append(ThreadStartedEvent(seq=1, thread_id=thread_id, at=created, thread=thread))
     return thread
 
 
 def command(status: ItemStatus = ItemStatus.in_progress, **fields) -> CommandExecutionItem:
-    return CommandExecutionItem(id="i2", turn_id="turn_1", started_at=at(2), step=1,
-                                call_id="c1", tool="run_command", command="pytest -q",
-                                arguments={"command": "pytest -q"}, status=status, **fields)
+    return CommandExecutionItem(
+        id="i2",
+        turn_id="turn_1",
+        started_at=at(2),
+        step=1,
+        call_id="c1",
+        tool="run_command",
+        command="pytest -q",
+        arguments={"command": "pytest -q"},
+        status=status,
+        **fields,
+    )
 
 
 def test_events_round_trip_and_materialize_the_latest_state(store: TraceStore):
     new_thread(store)
-    user = UserMessageItem(id="i1", turn_id="turn_1", started_at=at(1), status="completed",
-                           completed_at=at(1), content=[TextInput(text="fix the test")])
+    user = UserMessageItem(
+        id="i1",
+        turn_id="turn_1",
+        started_at=at(1),
+        status="completed",
+        completed_at=at(1),
+        content=[TextInput(text="fix the test")],
+    )
     running = command()
     finished = command(ItemStatus.completed, completed_at=at(3), exit_code=0, output="1 passed")
-    answer = AgentMessageItem(id="i3", turn_id="turn_1", started_at=at(4), step=2,
-                              status="completed", completed_at=at(4), text="Fixed.")
+    answer = AgentMessageItem(
+        id="i3",
+        turn_id="turn_1",
+        started_at=at(4),
+        step=2,
+        status="completed",
+        completed_at=at(4),
+        text="Fixed.",
+    )
     started = Turn(id="turn_1", thread_id="thr_1", started_at=at(1))
-    ended = started.model_copy(update={
-        "status": TurnStatus.completed, "stop_reason": StopReason.answered, "completed_at": at(5),
-        "usage": TokenUsage(prompt_tokens=100, completion_tokens=20, model_calls=2)})
+    ended = started.model_copy(
+        update={
+            "status": TurnStatus.completed,
+            "stop_reason": StopReason.answered,
+            "completed_at": at(5),
+            "usage": TokenUsage(prompt_tokens=100, completion_tokens=20, model_calls=2),
+        }
+    )
     events = [
         TurnStartedEvent(seq=2, thread_id="thr_1", at=at(1), turn=started),
         ItemStartedEvent(seq=3, thread_id="thr_1", at=at(1), item=user),
@@ -134,14 +168,29 @@ def test_list_threads_pages_most_recent_first(store: TraceStore):
 
     # A thread updated between two pages is not listed again.
     page, cursor = store.list_threads(limit=2)
-    store.append(TurnStartedEvent(seq=2, thread_id="thr_4", at=at(9),
-                                  turn=Turn(id="t4", thread_id="thr_4", started_at=at(9))))
+    store.append(
+        TurnStartedEvent(
+            seq=2,
+            thread_id="thr_4",
+            at=at(9),
+            turn=Turn(id="t4", thread_id="thr_4", started_at=at(9)),
+        )
+    )
     assert [t.id for t in store.list_threads(limit=5, cursor=cursor)[0]] == [
-        "thr_2", "thr_1", "thr_0"]
+        "thr_2",
+        "thr_1",
+        "thr_0",
+    ]
 
     # An event moves its thread to the top.
-    store.append(TurnStartedEvent(seq=2, thread_id="thr_0", at=at(10),
-                                  turn=Turn(id="t", thread_id="thr_0", started_at=at(10))))
+    store.append(
+        TurnStartedEvent(
+            seq=2,
+            thread_id="thr_0",
+            at=at(10),
+            turn=Turn(id="t", thread_id="thr_0", started_at=at(10)),
+        )
+    )
     assert [t.id for t in store.list_threads(limit=2)[0]] == ["thr_0", "thr_4"]
 
 
@@ -149,40 +198,92 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
     new_thread(store)
     experts = np.arange(24, dtype=np.int32).reshape(3, 2, 4)
     logprobs = [-0.1, -2.5, -1e-7]
-    call_id = store.record_model_call(ModelCallRecord(
-        thread_id="thr_1", turn_id="turn_1", step=1, purpose="agent", segment=0,
-        request={"messages": [{"role": "user", "content": "hi"}], "tools": [],
-                 "sampling": {"temperature": 1.0}},
-        started_at=at(1), duration_ms=250, engine="embedded", model="m",
-        response={"text": "hello"}, weights_version="step-120",
-        prompt_token_ids=[0, 1, 2**31 - 1], completion_token_ids=[42, 7],
-        logprobs=logprobs, routed_experts=experts,
-    ))
-    failed_id = store.record_model_call(ModelCallRecord(
-        thread_id="thr_1", turn_id="turn_1", step=2, purpose="summary", segment=0,
-        request={"messages": []}, started_at=at(2),
-        error={"kind": "engine_unavailable", "message": "down"},
-    ))
+    call_id = store.record_model_call(
+        ModelCallRecord(
+            thread_id="thr_1",
+            turn_id="turn_1",
+            step=1,
+            purpose="agent",
+            segment=0,
+            request={
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [],
+                "sampling": {"temperature": 1.0},
+            },
+            started_at=at(1),
+            duration_ms=250,
+            engine="embedded",
+            model="m",
+            response={"text": "hello"},
+            weights_version="step-120",
+            prompt_token_ids=[0, 1, 2**31 - 1],
+            completion_token_ids=[42, 7],
+            logprobs=logprobs,
+            routed_experts=experts,
+        )
+    )
+    failed_id = store.record_model_call(
+        ModelCallRecord(
+            thread_id="thr_1",
+            turn_id="turn_1",
+            step=2,
+            purpose="summary",
+            segment=0,
+            request={"messages": []},
+            started_at=at(2),
+            error={"kind": "engine_unavailable", "message": "down"},
+        )
+    )
 
     calls = store.model_calls("thr_1")
     assert calls == [
-        {"id": call_id, "thread_id": "thr_1", "turn_id": "turn_1", "step": 1,
-         "purpose": "agent", "segment": 0, "engine": "embedded", "model": "m",
-         "weights_version": "step-120",
-         "request": {"messages": [{"role": "user", "content": "hi"}], "tools": [],
-                     "sampling": {"temperature": 1.0}},
-         "response": {"text": "hello"}, "error": None, "redacted": False,
-         "prompt_token_ids": [0, 1, 2**31 - 1], "completion_token_ids": [42, 7],
-         # float32, as sampled: exactly the float32 values, not the float64 ones given.
-         "logprobs": [float(np.float32(v)) for v in logprobs],
-         "routed_experts": experts.tolist(),
-         "started_at": at(1).isoformat(), "duration_ms": 250},
-        {"id": failed_id, "thread_id": "thr_1", "turn_id": "turn_1", "step": 2,
-         "purpose": "summary", "segment": 0, "engine": None, "model": None,
-         "weights_version": None, "request": {"messages": []}, "response": None,
-         "error": {"kind": "engine_unavailable", "message": "down"}, "redacted": False,
-         "prompt_token_ids": None, "completion_token_ids": None, "logprobs": None,
-         "routed_experts": None, "started_at": at(2).isoformat(), "duration_ms": 0},
+        {
+            "id": call_id,
+            "thread_id": "thr_1",
+            "turn_id": "turn_1",
+            "step": 1,
+            "purpose": "agent",
+            "segment": 0,
+            "engine": "embedded",
+            "model": "m",
+            "weights_version": "step-120",
+            "request": {
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [],
+                "sampling": {"temperature": 1.0},
+            },
+            "response": {"text": "hello"},
+            "error": None,
+            "redacted": False,
+            "prompt_token_ids": [0, 1, 2**31 - 1],
+            "completion_token_ids": [42, 7],
+            # float32, as sampled: exactly the float32 values, not the float64 ones given.
+            "logprobs": [float(np.float32(v)) for v in logprobs],
+            "routed_experts": experts.tolist(),
+            "started_at": at(1).isoformat(),
+            "duration_ms": 250,
+        },
+        {
+            "id": failed_id,
+            "thread_id": "thr_1",
+            "turn_id": "turn_1",
+            "step": 2,
+            "purpose": "summary",
+            "segment": 0,
+            "engine": None,
+            "model": None,
+            "weights_version": None,
+            "request": {"messages": []},
+            "response": None,
+            "error": {"kind": "engine_unavailable", "message": "down"},
+            "redacted": False,
+            "prompt_token_ids": None,
+            "completion_token_ids": None,
+            "logprobs": None,
+            "routed_experts": None,
+            "started_at": at(2).isoformat(),
+            "duration_ms": 0,
+        },
     ]
     assert np.asarray(calls[0]["routed_experts"]).shape == (3, 2, 4)
     assert calls[0]["logprobs"] != logprobs  # proof that the float32 rounding is kept
@@ -190,19 +291,34 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
 
 def test_secrets_are_redacted_before_they_reach_the_disk(tmp_path: Path):
     store = TraceStore(tmp_path / "traces.db", Redactor([SECRET]))
-    thread = Thread(id="thr_1", workspace="/w", title=f"use {SECRET}", created_at=T0,
-                    updated_at=T0)
+    thread = Thread(id="thr_1", workspace="/w", title=f"use {SECRET}", created_at=T0, updated_at=T0)
     store.create_thread(thread, f"The key is {SECRET}.")
     store.append(ThreadStartedEvent(seq=1, thread_id="thr_1", at=T0, thread=thread))
     leaked = command(ItemStatus.completed, output=f"OPENAI_API_KEY={SECRET}")
     store.append(ItemCompletedEvent(seq=2, thread_id="thr_1", at=at(1), item=leaked))
-    with_secret = store.record_model_call(ModelCallRecord(
-        thread_id="thr_1", turn_id="turn_1", step=1, purpose="agent", segment=0,
-        request={"messages": [{"role": "user", "content": f"key {SECRET}"}]}, started_at=at(1),
-        prompt_token_ids=[1, 2]))
-    clean = store.record_model_call(ModelCallRecord(
-        thread_id="thr_1", turn_id="turn_1", step=2, purpose="agent", segment=0,
-        request={"messages": [{"role": "user", "content": "nothing here"}]}, started_at=at(2)))
+    with_secret = store.record_model_call(
+        ModelCallRecord(
+            thread_id="thr_1",
+            turn_id="turn_1",
+            step=1,
+            purpose="agent",
+            segment=0,
+            request={"messages": [{"role": "user", "content": f"key {SECRET}"}]},
+            started_at=at(1),
+            prompt_token_ids=[1, 2],
+        )
+    )
+    clean = store.record_model_call(
+        ModelCallRecord(
+            thread_id="thr_1",
+            turn_id="turn_1",
+            step=2,
+            purpose="agent",
+            segment=0,
+            request={"messages": [{"role": "user", "content": "nothing here"}]},
+            started_at=at(2),
+        )
+    )
     store.record_outcome(Outcome("thr_1", "edit_kept", {"note": SECRET}, at=at(3)))
 
     assert store.system_prompt("thr_1") == f"The key is {MASK}."
@@ -222,9 +338,18 @@ def test_secrets_are_redacted_before_they_reach_the_disk(tmp_path: Path):
 def test_a_secret_only_in_the_response_marks_the_call_redacted(tmp_path: Path):
     store = TraceStore(tmp_path / "traces.db", Redactor([SECRET]))
     new_thread(store)
-    store.record_model_call(ModelCallRecord(
-        thread_id="thr_1", turn_id="turn_1", step=1, purpose="agent", segment=0,
-        request={"messages": []}, response={"text": SECRET}, started_at=at(1)))
+    store.record_model_call(
+        ModelCallRecord(
+            thread_id="thr_1",
+            turn_id="turn_1",
+            step=1,
+            purpose="agent",
+            segment=0,
+            request={"messages": []},
+            response={"text": SECRET},
+            started_at=at(1),
+        )
+    )
     call = store.model_calls("thr_1")[0]
     assert call["response"] == {"text": MASK}
     assert call["redacted"] is True

@@ -21,17 +21,40 @@ def test_bench_tools_on_a_small_tree(tmp_path: Path):
         package.mkdir(parents=True, exist_ok=True)
         (package / f"mod{i}.py").write_text(
             f"import os\n\nclass Thing{i}Error(Exception):\n    pass\n\n\n"
-            f"def handler_{i}(self, value):\n    return os.path.join(value, '{i}')\n")
-    proc = subprocess.run([CLI, "bench", "tools", "--tree", str(tree), "--repeat", "1",
-                           "--semantic-files", "5", "--json"], capture_output=True, text=True,
-                          timeout=600, env={**os.environ})
+            f"def handler_{i}(self, value):\n    return os.path.join(value, '{i}')\n"
+        )
+    proc = subprocess.run(
+        [
+            CLI,
+            "bench",
+            "tools",
+            "--tree",
+            str(tree),
+            "--repeat",
+            "1",
+            "--semantic-files",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["files"], report["lines"]) == (30, 240)
     names = [row["name"] for row in report["rows"]]
-    assert names == ["grep: common word", "grep: regex", "grep: literal", "grep: absent",
-                     "symbol index: full build", "symbol index: update after one edit",
-                     "semantic index: build", "semantic search: query"]
+    assert names == [
+        "grep: common word",
+        "grep: regex",
+        "grep: literal",
+        "grep: absent",
+        "symbol index: full build",
+        "symbol index: update after one edit",
+        "semantic index: build",
+        "semantic search: query",
+    ]
     for row in report["rows"]:
         assert row["ours"] > 0
     # The benchmark edits a scratch copy, never the tree it was given.
@@ -40,16 +63,40 @@ def test_bench_tools_on_a_small_tree(tmp_path: Path):
 
 
 def test_bench_agent_reports_every_figure():
-    proc = subprocess.run([CLI, "bench", "agent", "--steps", "5", "--calls", "5", "--items",
-                           "200", "--thread-items", "50", "--repeat", "1", "--json"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ})
+    proc = subprocess.run(
+        [
+            CLI,
+            "bench",
+            "agent",
+            "--steps",
+            "5",
+            "--calls",
+            "5",
+            "--items",
+            "200",
+            "--thread-items",
+            "50",
+            "--repeat",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["steps"], report["calls"], report["items"]) == (5, 5, 200)
     names = [row["name"] for row in report["rows"]]
-    assert names == ["model step: whole turn", "model step: runtime alone",
-                     "tool call: through the runtime", "trace store: append",
-                     "trace store: size / 1,000 items", "prompt rebuild: 50 items"]
+    assert names == [
+        "model step: whole turn",
+        "model step: runtime alone",
+        "tool call: through the runtime",
+        "trace store: append",
+        "trace store: size / 1,000 items",
+        "prompt rebuild: 50 items",
+    ]
     # "runtime alone" and "tool call" are differences of two timings: on a busy machine
     # noise can make them negative, so only the direct measurements must be positive.
     differences = {"model step: runtime alone", "tool call: through the runtime"}
@@ -60,32 +107,64 @@ def test_bench_agent_reports_every_figure():
 
 
 def test_bench_http_reports_every_figure():
-    proc = subprocess.run([CLI, "bench", "http", "--concurrency", "1", "--concurrency", "3",
-                           "--requests", "6", "--turns", "4", "--json"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ})
+    proc = subprocess.run(
+        [
+            CLI,
+            "bench",
+            "http",
+            "--concurrency",
+            "1",
+            "--concurrency",
+            "3",
+            "--requests",
+            "6",
+            "--turns",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["concurrency"], report["requests"], report["turns"]) == ([1, 3], 6, 4)
     names = [row["name"] for row in report["rows"]]
     assert names == [
-        *(f"chat completion, {c}: {figure}" for c in ("1 client", "3 clients")
-          for figure in ("throughput", "p50 latency", "p99 latency")),
-        *(f"agent turn, {c}: first event {p}" for c in ("1 client", "3 clients")
-          for p in ("p50", "p99")),
+        *(
+            f"chat completion, {c}: {figure}"
+            for c in ("1 client", "3 clients")
+            for figure in ("throughput", "p50 latency", "p99 latency")
+        ),
+        *(
+            f"agent turn, {c}: first event {p}"
+            for c in ("1 client", "3 clients")
+            for p in ("p50", "p99")
+        ),
     ]
     for row in report["rows"]:
         assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0
 
 
 def test_bench_lsp_reports_every_figure():
-    proc = subprocess.run([CLI, "bench", "lsp", "--completions", "4", "--turns", "3", "--json"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ})
+    proc = subprocess.run(
+        [CLI, "bench", "lsp", "--completions", "4", "--turns", "3", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["completions"], report["turns"]) == (4, 3)
     assert [row["name"] for row in report["rows"]] == [
-        f"{what}: {p}" for what in ("inline completion, request to response",
-                                    "event delivery, request to first event")
-        for p in ("p50", "p99")]
+        f"{what}: {p}"
+        for what in (
+            "inline completion, request to response",
+            "event delivery, request to first event",
+        )
+        for p in ("p50", "p99")
+    ]
     for row in report["rows"]:
         assert row["ours"] > 0 and row["baseline"] > 0

@@ -16,18 +16,22 @@ CLI = str(Path(sys.executable).parent / "opencomposer")
 
 
 def test_bench_security_reports_the_limits_and_every_figure():
-    proc = subprocess.run([CLI, "bench", "security", "--runs", "3", "--json",
-                           "-c", "tools.sandbox.max_processes=64"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ})
+    proc = subprocess.run(
+        [CLI, "bench", "security", "--runs", "3", "--json", "-c", "tools.sandbox.max_processes=64"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    limits = ResourceLimits(SandboxSettings(max_processes=64),
-                            user_namespace=probe_bubblewrap()[0])
+    limits = ResourceLimits(SandboxSettings(max_processes=64), user_namespace=probe_bubblewrap()[0])
     assert report["limits"] == [asdict(limit) for limit in limits.describe()]
     assert report["runs"] == 3
     rows = {row["name"]: row for row in report["rows"]}
-    assert list(rows) == [f"run_terminal `{c}`: {q}" for c in ("true", "echo")
-                          for q in ("p50", "p90")] + ["fork bomb: killed after"]
+    assert list(rows) == [
+        f"run_terminal `{c}`: {q}" for c in ("true", "echo") for q in ("p50", "p90")
+    ] + ["fork bomb: killed after"]
     for name, row in rows.items():
         if name.startswith("run_terminal"):
             assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0

@@ -38,8 +38,14 @@ def test_config_show_json_reports_values_and_sources(tmp_path: Path):
     user.parent.mkdir(parents=True)
     user.write_text('[engine]\nmodel = "from-file"\n')
     data = json.loads(
-        run("config", "show", "--json", "-c", "server.port=9100",
-            OPENCOMPOSER_LOGGING__LEVEL="DEBUG").stdout
+        run(
+            "config",
+            "show",
+            "--json",
+            "-c",
+            "server.port=9100",
+            OPENCOMPOSER_LOGGING__LEVEL="DEBUG",
+        ).stdout
     )
     assert data["settings"]["engine.model"] == "from-file"
     assert data["settings"]["server.port"] == 9100
@@ -75,12 +81,34 @@ def test_protocol_schema_to_stdout_and_file(tmp_path: Path):
 
 def test_doctor_json_reports_what_works_here():
     with ThreadedFakeOpenAI() as fake:
-        data = json.loads(run("doctor", "--json", "-c", "engine.backend=openai",
-                              "-c", f"engine.base_url={fake.base_url}").stdout)
+        data = json.loads(
+            run(
+                "doctor",
+                "--json",
+                "-c",
+                "engine.backend=openai",
+                "-c",
+                f"engine.base_url={fake.base_url}",
+            ).stdout
+        )
     checks = {c["name"]: c for c in data["checks"]}
-    assert set(checks) == {"config", "python", "torch", "cuda", "gpu extra", "sandbox", "limits",
-                           "ripgrep", "git", "neovim", "node", "data folder", "local models",
-                           "http auth", "engine"}
+    assert set(checks) == {
+        "config",
+        "python",
+        "torch",
+        "cuda",
+        "gpu extra",
+        "sandbox",
+        "limits",
+        "ripgrep",
+        "git",
+        "neovim",
+        "node",
+        "data folder",
+        "local models",
+        "http auth",
+        "engine",
+    }
     assert data["healthy"] is True
     assert checks["engine"]["status"] == "ok" and "fake-model" in checks["engine"]["detail"]
     assert checks["ripgrep"]["status"] == "ok"  # the ripgrep wheel is a dependency
@@ -103,8 +131,14 @@ def test_doctor_reports_a_broken_config_instead_of_crashing(tmp_path: Path):
 
 
 def test_doctor_table_for_humans():
-    out = run("doctor", "-c", "engine.backend=openai", "-c", "engine.base_url=http://127.0.0.1:9/v1",
-              COLUMNS="250").stdout
+    out = run(
+        "doctor",
+        "-c",
+        "engine.backend=openai",
+        "-c",
+        "engine.base_url=http://127.0.0.1:9/v1",
+        COLUMNS="250",
+    ).stdout
     assert "sandbox" in out and "engine" in out
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in out
 
@@ -112,25 +146,60 @@ def test_doctor_table_for_humans():
 def test_engine_generate_streams_text_and_reports_stats():
     with ThreadedFakeOpenAI() as fake:
         fake.enqueue(Replay("text_with_usage", delay=0.01))
-        proc = run("engine", "generate", "hi", "--base-url", fake.base_url, "--system", "Be brief.",
-                   "--max-tokens", "20", "--temperature", "0")
+        proc = run(
+            "engine",
+            "generate",
+            "hi",
+            "--base-url",
+            fake.base_url,
+            "--system",
+            "Be brief.",
+            "--max-tokens",
+            "20",
+            "--temperature",
+            "0",
+        )
         body = fake.requests[0]["body"]
     assert proc.stdout == "Hello, world!\n"
     assert "4 tokens in" in proc.stderr and "finish: stop" in proc.stderr
-    assert body["messages"] == [{"role": "system", "content": "Be brief."},
-                                {"role": "user", "content": "hi"}]
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+    ]
     assert (body["max_tokens"], body["temperature"], body["model"]) == (20, 0.0, "fake-model")
 
 
 def test_engine_generate_json_with_tools(tmp_path: Path):
     tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps([{"type": "function", "function": {
-        "name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]))
+    tools.write_text(
+        json.dumps(
+            [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "read_file",
+                        "description": "Read a file.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"path": {"type": "string"}},
+                        },
+                    },
+                }
+            ]
+        )
+    )
     with ThreadedFakeOpenAI() as fake:
         fake.enqueue(Replay("tool_call_fragmented"))
-        proc = run("engine", "generate", "read it", "--json", "--tools", str(tools),
-                   "--engine", f"openai:{fake.base_url}")
+        proc = run(
+            "engine",
+            "generate",
+            "read it",
+            "--json",
+            "--tools",
+            str(tools),
+            "--engine",
+            f"openai:{fake.base_url}",
+        )
         sent_tools = fake.requests[0]["body"]["tools"]
     data = json.loads(proc.stdout)
     assert data["tool_calls"] == [
@@ -150,15 +219,33 @@ def test_engine_generate_json_with_tools(tmp_path: Path):
 def test_engine_errors_are_one_clear_line(scenario, kind, message):
     with ThreadedFakeOpenAI() as fake:
         fake.enqueue(scenario)
-        proc = run("engine", "generate", "hi", "--base-url", fake.base_url,
-                   "-c", "engine.max_retries=0", check_rc=1)
+        proc = run(
+            "engine",
+            "generate",
+            "hi",
+            "--base-url",
+            fake.base_url,
+            "-c",
+            "engine.max_retries=0",
+            check_rc=1,
+        )
     assert f"engine error ({kind})" in proc.stderr
     assert message in proc.stderr
 
 
 def test_unreachable_engine_is_a_clear_error():
-    proc = run("engine", "generate", "hi", "--base-url", "http://127.0.0.1:9/v1",
-               "--model", "m", "-c", "engine.max_retries=0", check_rc=1)
+    proc = run(
+        "engine",
+        "generate",
+        "hi",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "-c",
+        "engine.max_retries=0",
+        check_rc=1,
+    )
     assert "engine error (engine_unavailable): cannot reach the model server" in proc.stderr
 
 

@@ -24,8 +24,9 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
 
 def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ})
+    proc = subprocess.run(
+        [CLI, *args], capture_output=True, text=True, timeout=300, env={**os.environ}
+    )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -52,8 +53,18 @@ def in_process(folder: Path, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
 
 def test_logits_equal_an_in_process_forward(models_dir: Path, tmp_path: Path):
     target = tmp_path / "logits.npy"
-    proc = run("engine", "logits", "-c", f"models_dir={models_dir}", "--model", "tiny-moe",
-               "--tokens", ",".join(map(str, IDS)), "--out", str(target))
+    proc = run(
+        "engine",
+        "logits",
+        "-c",
+        f"models_dir={models_dir}",
+        "--model",
+        "tiny-moe",
+        "--tokens",
+        ",".join(map(str, IDS)),
+        "--out",
+        str(target),
+    )
     written = np.load(target)
     assert proc.stdout.splitlines() == [
         f"logits: float32 [{len(IDS)}, {VOCAB}] -> {target}",
@@ -68,10 +79,20 @@ def test_logits_equal_an_in_process_forward(models_dir: Path, tmp_path: Path):
 
 def test_mtp_logits_go_to_a_second_file(models_dir: Path, tmp_path: Path):
     folder = models_dir / "tiny-moe"
-    proc = run("engine", "logits", "--model", str(folder), "--tokens",
-               ",".join(map(str, IDS)), "--out", str(tmp_path / "x.npy"), "--mtp")
+    proc = run(
+        "engine",
+        "logits",
+        "--model",
+        str(folder),
+        "--tokens",
+        ",".join(map(str, IDS)),
+        "--out",
+        str(tmp_path / "x.npy"),
+        "--mtp",
+    )
     assert proc.stdout.splitlines()[-1] == (
-        f"MTP logits: float32 [{len(IDS) - 1}, {VOCAB}] -> {tmp_path / 'x.mtp.npy'}")
+        f"MTP logits: float32 [{len(IDS) - 1}, {VOCAB}] -> {tmp_path / 'x.mtp.npy'}"
+    )
     expected, expected_mtp = in_process(folder, IDS)
     np.testing.assert_allclose(np.load(tmp_path / "x.npy"), expected, **TOLERANCE)
     mtp = np.load(tmp_path / "x.mtp.npy")
@@ -79,23 +100,49 @@ def test_mtp_logits_go_to_a_second_file(models_dir: Path, tmp_path: Path):
     np.testing.assert_allclose(mtp, expected_mtp, **TOLERANCE)
 
 
-@pytest.mark.parametrize(("tokens", "message"), [
-    ("1,x", "--tokens: expected token ids separated by commas, like 1,2,3; got '1,x'"),
-    ("", "--tokens: expected token ids separated by commas, like 1,2,3; got ''"),
-    ("3,-1", "--tokens: token ids are not negative; got '3,-1'"),
-    ("3,4096", "--tokens: token id 4096 is outside the vocabulary of tiny-moe (4096 ids)"),
-])
-def test_bad_tokens_exit_2_with_one_line(models_dir: Path, tmp_path: Path, tokens: str,
-                                         message: str):
-    proc = run("engine", "logits", "-c", f"models_dir={models_dir}", "--model", "tiny-moe",
-               "--tokens", tokens, "--out", str(tmp_path / "x.npy"), check_rc=2)
+@pytest.mark.parametrize(
+    ("tokens", "message"),
+    [
+        ("1,x", "--tokens: expected token ids separated by commas, like 1,2,3; got '1,x'"),
+        ("", "--tokens: expected token ids separated by commas, like 1,2,3; got ''"),
+        ("3,-1", "--tokens: token ids are not negative; got '3,-1'"),
+        ("3,4096", "--tokens: token id 4096 is outside the vocabulary of tiny-moe (4096 ids)"),
+    ],
+)
+def test_bad_tokens_exit_2_with_one_line(
+    models_dir: Path, tmp_path: Path, tokens: str, message: str
+):
+    proc = run(
+        "engine",
+        "logits",
+        "-c",
+        f"models_dir={models_dir}",
+        "--model",
+        "tiny-moe",
+        "--tokens",
+        tokens,
+        "--out",
+        str(tmp_path / "x.npy"),
+        check_rc=2,
+    )
     assert proc.stderr == f"opencomposer: {message}\n"
     assert not list(tmp_path.iterdir())
 
 
 def test_unknown_model_exits_2_with_one_line(models_dir: Path, tmp_path: Path):
-    proc = run("engine", "logits", "-c", f"models_dir={models_dir}", "--model", "no-such-model",
-               "--tokens", "1,2", "--out", str(tmp_path / "x.npy"), check_rc=2)
+    proc = run(
+        "engine",
+        "logits",
+        "-c",
+        f"models_dir={models_dir}",
+        "--model",
+        "no-such-model",
+        "--tokens",
+        "1,2",
+        "--out",
+        str(tmp_path / "x.npy"),
+        check_rc=2,
+    )
     assert proc.stderr.startswith("opencomposer: model 'no-such-model' is not available here")
     assert proc.stderr.count("\n") == 1
 
@@ -104,25 +151,55 @@ def test_bench_without_a_model_says_how_to_get_one(tmp_path: Path):
     proc = run("engine", "bench", "-c", f"models_dir={tmp_path}", check_rc=2)
     assert proc.stderr == (
         "opencomposer: no model to benchmark: create one with `opencomposer models init "
-        "tiny-moe` or fetch one with `opencomposer models pull smollm2-135m`, or pass --model\n")
+        "tiny-moe` or fetch one with `opencomposer models pull smollm2-135m`, or pass --model\n"
+    )
 
 
 @pytest.mark.slow
 def test_bench_reports_every_figure(models_dir: Path):
     # One thread: on a shared 2-core box, two spin-waiting threads can be 10-40x slower.
-    proc = run("engine", "bench", "-c", f"models_dir={models_dir}", "--prompts", "2",
-               "--max-tokens", "8", "--draft-tokens", "2", "--repeat", "1", "--threads", "1",
-               "--json")
+    proc = run(
+        "engine",
+        "bench",
+        "-c",
+        f"models_dir={models_dir}",
+        "--prompts",
+        "2",
+        "--max-tokens",
+        "8",
+        "--draft-tokens",
+        "2",
+        "--repeat",
+        "1",
+        "--threads",
+        "1",
+        "--json",
+    )
     report = json.loads(proc.stdout)
-    assert {key: report[key] for key in ("model", "device", "threads", "prompts", "max_tokens",
-                                         "draft_tokens", "repeat")} == {
-        "model": "tiny-moe", "device": "cpu", "threads": 1, "prompts": 2, "max_tokens": 8,
-        "draft_tokens": 2, "repeat": 1}
+    assert {
+        key: report[key]
+        for key in ("model", "device", "threads", "prompts", "max_tokens", "draft_tokens", "repeat")
+    } == {
+        "model": "tiny-moe",
+        "device": "cpu",
+        "threads": 1,
+        "prompts": 2,
+        "max_tokens": 8,
+        "draft_tokens": 2,
+        "repeat": 1,
+    }
     rows = {row["name"]: row for row in report["rows"]}
     assert list(rows) == [
-        "MTP: output tokens/s", "MTP: TPOT", "MTP: acceptance length", "MTP: acceptance rate",
-        "batch 4: output tokens/s", "batch 16: output tokens/s", "generate: output tokens/s",
-        "prefill 512: tokens/s", "peak RSS"]
+        "MTP: output tokens/s",
+        "MTP: TPOT",
+        "MTP: acceptance length",
+        "MTP: acceptance rate",
+        "batch 4: output tokens/s",
+        "batch 16: output tokens/s",
+        "generate: output tokens/s",
+        "prefill 512: tokens/s",
+        "peak RSS",
+    ]
     # Greedy speculation is lossless whatever the drafts.
     assert rows["MTP: output tokens/s"]["identical"] is True
     assert rows["generate: output tokens/s"]["identical"] in (True, False)
@@ -130,7 +207,13 @@ def test_bench_reports_every_figure(models_dir: Path):
         assert row["ours"] >= 0, row
         if row["baseline"] is not None:
             assert row["baseline"] > 0 and row["ratio"] >= 0, row
-    for name in ("MTP: output tokens/s", "MTP: TPOT", "batch 16: output tokens/s",
-                 "generate: output tokens/s", "prefill 512: tokens/s", "peak RSS"):
+    for name in (
+        "MTP: output tokens/s",
+        "MTP: TPOT",
+        "batch 16: output tokens/s",
+        "generate: output tokens/s",
+        "prefill 512: tokens/s",
+        "peak RSS",
+    ):
         assert rows[name]["ours"] > 0, name
     assert 1.0 <= rows["MTP: acceptance length"]["ours"] <= 3.0

@@ -10,8 +10,14 @@ CLI = str(Path(sys.executable).parent / "opencomposer")
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert "Traceback" not in proc.stderr
     return proc
 
@@ -19,8 +25,15 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 def test_tools_lists_names_and_schemas():
     specs = json.loads(run("tools", "--json").stdout)
     by_name = {s["function"]["name"]: s["function"] for s in specs}
-    assert {"grep", "glob", "read_file", "write_file", "delete_file", "move_file",
-            "todo_write"} <= set(by_name)
+    assert {
+        "grep",
+        "glob",
+        "read_file",
+        "write_file",
+        "delete_file",
+        "move_file",
+        "todo_write",
+    } <= set(by_name)
     grep = by_name["grep"]["parameters"]
     assert grep["required"] == ["pattern"]
     assert grep["properties"]["max_results"]["description"] == "Most matching lines to return."
@@ -34,8 +47,7 @@ def test_tool_runs_one_call_and_prints_json(tmp_path: Path):
     proc = run("tool", "read_file", "-w", str(tmp_path), "--args", '{"path": "hello.txt"}')
     assert proc.returncode == 0
     result = json.loads(proc.stdout)
-    assert (result["ok"], result["text"], result["view"]) == (True, "     1\thi there",
-                                                              "file_read")
+    assert (result["ok"], result["text"], result["view"]) == (True, "     1\thi there", "file_read")
 
 
 def test_tool_error_exits_2_with_the_typed_error(tmp_path: Path):

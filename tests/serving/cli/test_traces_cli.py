@@ -42,35 +42,72 @@ def at(seconds: int) -> datetime:
 
 
 def record_thread(store: TraceStore, thread_id: str, workspace: Path, start: int) -> None:
-    thread = Thread(id=thread_id, workspace=str(workspace), title=f"fix {thread_id}",
-                    created_at=at(start), updated_at=at(start), model="m")
+    thread = Thread(
+        id=thread_id,
+        workspace=str(workspace),
+        title=f"fix {thread_id}",
+        created_at=at(start),
+        updated_at=at(start),
+        model="m",
+    )
     store.create_thread(thread, "You are a coding agent.")
     turn = Turn(id=f"{thread_id}_t1", thread_id=thread_id, started_at=at(start + 1))
     done = {"turn_id": turn.id, "status": ItemStatus.completed, "started_at": at(start + 1)}
     items = [
         UserMessageItem(id="i1", **done, content=[TextInput(text="make the tests pass")]),
-        CommandExecutionItem(id="i2", **done, call_id="c1", tool="run_command",
-                             command="pytest -q", exit_code=1, output="1 failed"),
-        FileChangeItem(id="i3", turn_id=turn.id, status=ItemStatus.failed, call_id="c2",
-                       tool="edit_file", changes=[FileChange(path="src/app.py", kind="update")],
-                       error=ErrorInfo(kind="stale_file", message="re-read src/app.py")),
-        ContextSummaryItem(id="i4", **done, text="Tests fail in app.py.", tokens_before=9000,
-                           tokens_after=600),
+        CommandExecutionItem(
+            id="i2",
+            **done,
+            call_id="c1",
+            tool="run_command",
+            command="pytest -q",
+            exit_code=1,
+            output="1 failed",
+        ),
+        FileChangeItem(
+            id="i3",
+            turn_id=turn.id,
+            status=ItemStatus.failed,
+            call_id="c2",
+            tool="edit_file",
+            changes=[FileChange(path="src/app.py", kind="update")],
+            error=ErrorInfo(kind="stale_file", message="re-read src/app.py"),
+        ),
+        ContextSummaryItem(
+            id="i4", **done, text="Tests fail in app.py.", tokens_before=9000, tokens_after=600
+        ),
         AgentMessageItem(id="i5", **done, text="Fixed [the] bug."),
     ]
-    ended = turn.model_copy(update={"status": TurnStatus.completed,
-                                    "stop_reason": StopReason.answered,
-                                    "completed_at": at(start + 9)})
-    events = [(ThreadStartedEvent, {"thread": thread}), (TurnStartedEvent, {"turn": turn}),
-              *[(ItemCompletedEvent, {"item": item}) for item in items],
-              (TurnCompletedEvent, {"turn": ended})]
+    ended = turn.model_copy(
+        update={
+            "status": TurnStatus.completed,
+            "stop_reason": StopReason.answered,
+            "completed_at": at(start + 9),
+        }
+    )
+    events = [
+        (ThreadStartedEvent, {"thread": thread}),
+        (TurnStartedEvent, {"turn": turn}),
+        *[(ItemCompletedEvent, {"item": item}) for item in items],
+        (TurnCompletedEvent, {"turn": ended}),
+    ]
     for seq, (kind, fields) in enumerate(events, 1):
         store.append(kind(seq=seq, thread_id=thread_id, at=at(start + seq), **fields))
-    store.record_model_call(ModelCallRecord(
-        thread_id=thread_id, turn_id=turn.id, step=1, purpose="agent", segment=0,
-        request={"messages": [{"role": "user", "content": "make the tests pass"}]},
-        started_at=at(start + 2), prompt_token_ids=[1, 2, 3], completion_token_ids=[4],
-        logprobs=[-0.5], routed_experts=np.zeros((1, 2, 2), np.int32)))
+    store.record_model_call(
+        ModelCallRecord(
+            thread_id=thread_id,
+            turn_id=turn.id,
+            step=1,
+            purpose="agent",
+            segment=0,
+            request={"messages": [{"role": "user", "content": "make the tests pass"}]},
+            started_at=at(start + 2),
+            prompt_token_ids=[1, 2, 3],
+            completion_token_ids=[4],
+            logprobs=[-0.5],
+            routed_experts=np.zeros((1, 2, 2), np.int32),
+        )
+    )
 
 
 @pytest.fixture
@@ -96,8 +133,13 @@ def filled(home: Path, workspaces: tuple[Path, Path]) -> Path:
 
 
 def run(home: Path, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([CLI, "traces", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "OPENCOMPOSER_HOME": str(home), "COLUMNS": "200"})
+    proc = subprocess.run(
+        [CLI, "traces", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENCOMPOSER_HOME": str(home), "COLUMNS": "200"},
+    )
     assert proc.returncode == rc, proc.stderr
     assert "Traceback" not in proc.stderr
     return proc
@@ -121,10 +163,20 @@ def test_reading_commands_do_not_create_a_store(home: Path):
 def test_list_shows_threads_most_recent_first(filled: Path, workspaces: tuple[Path, Path]):
     home = filled.parent
     assert json.loads(run(home, "list", "--json").stdout) == [
-        {"id": "thr_b", "updated": at(108).isoformat(), "title": "fix thr_b",
-         "workspace": str(workspaces[1]), "turns": 1},
-        {"id": "thr_a", "updated": at(8).isoformat(), "title": "fix thr_a",
-         "workspace": str(workspaces[0]), "turns": 1},
+        {
+            "id": "thr_b",
+            "updated": at(108).isoformat(),
+            "title": "fix thr_b",
+            "workspace": str(workspaces[1]),
+            "turns": 1,
+        },
+        {
+            "id": "thr_a",
+            "updated": at(8).isoformat(),
+            "title": "fix thr_a",
+            "workspace": str(workspaces[0]),
+            "turns": 1,
+        },
     ]
     table = run(home, "list").stdout.splitlines()
     assert table[0].split() == ["id", "updated", "title", "workspace", "turns"]
@@ -132,8 +184,7 @@ def test_list_shows_threads_most_recent_first(filled: Path, workspaces: tuple[Pa
     assert "fix thr_b" in table[1] and str(workspaces[1]) in table[1]
     only_a = json.loads(run(home, "list", "--json", "-w", str(workspaces[0])).stdout)
     assert [t["id"] for t in only_a] == ["thr_a"]
-    assert [t["id"] for t in json.loads(run(home, "list", "--json", "-n", "1").stdout)] == [
-        "thr_b"]
+    assert [t["id"] for t in json.loads(run(home, "list", "--json", "-n", "1").stdout)] == ["thr_b"]
 
 
 def test_show_prints_the_turns_readably(filled: Path):
@@ -164,8 +215,9 @@ def test_unknown_thread_is_one_line_and_exit_2(filled: Path, tmp_path: Path):
     assert not out.exists()
 
 
-def test_export_jsonl_to_stdout_and_to_a_file(filled: Path, tmp_path: Path,
-                                              workspaces: tuple[Path, Path]):
+def test_export_jsonl_to_stdout_and_to_a_file(
+    filled: Path, tmp_path: Path, workspaces: tuple[Path, Path]
+):
     home = filled.parent
     everything = records(filled, "thr_b", "thr_a")
     stdout = run(home, "export").stdout
@@ -178,17 +230,18 @@ def test_export_jsonl_to_stdout_and_to_a_file(filled: Path, tmp_path: Path,
     assert sorted(p.name for p in out.parent.iterdir()) == ["traces.jsonl"]  # no temp file
 
     run(home, "export", "--out", str(out), "-w", str(workspaces[1]))
-    assert [json.loads(line)["thread"]["id"] for line in out.read_text().splitlines()] == [
-        "thr_b"]
+    assert [json.loads(line)["thread"]["id"] for line in out.read_text().splitlines()] == ["thr_b"]
 
 
-def test_export_for_training_keeps_only_consented_workspaces(filled: Path,
-                                                              workspaces: tuple[Path, Path]):
+def test_export_for_training_keeps_only_consented_workspaces(
+    filled: Path, workspaces: tuple[Path, Path]
+):
     home = filled.parent
     assert run(home, "export", "--for-training").stdout == ""
     run(home, "consent", "-w", str(workspaces[0]), "--allow")
-    exported = [json.loads(line) for line in
-                run(home, "export", "--for-training").stdout.splitlines()]
+    exported = [
+        json.loads(line) for line in run(home, "export", "--for-training").stdout.splitlines()
+    ]
     assert [(r["thread"]["id"], r["training_consent"]) for r in exported] == [("thr_a", True)]
 
 
@@ -200,19 +253,24 @@ def test_export_parquet_to_a_folder(filled: Path, tmp_path: Path):
     run(home, "export", "--format", "parquet", "--out", str(folder))
     items = pq.read_table(folder / "items.parquet").to_pylist()
     assert [(r["thread_id"], r["item_id"]) for r in items] == [
-        (t, f"i{n}") for t in ("thr_b", "thr_a") for n in range(1, 6)]
+        (t, f"i{n}") for t in ("thr_b", "thr_a") for n in range(1, 6)
+    ]
     calls = pq.read_table(folder / "model_calls.parquet").to_pylist()
     assert [(c["thread_id"], c["prompt_token_ids"], c["routed_experts_shape"]) for c in calls] == [
-        ("thr_b", [1, 2, 3], [1, 2, 2]), ("thr_a", [1, 2, 3], [1, 2, 2])]
+        ("thr_b", [1, 2, 3], [1, 2, 2]),
+        ("thr_a", [1, 2, 3], [1, 2, 2]),
+    ]
 
 
 def test_consent_allow_show_revoke(home: Path, workspaces: tuple[Path, Path]):
     workspace = str(workspaces[0])
     assert run(home, "consent", "-w", workspace).stdout == (
-        f"training consent for {workspace}: not allowed\n")
+        f"training consent for {workspace}: not allowed\n"
+    )
     assert not (home / "traces.db").exists()  # showing creates nothing
     assert run(home, "consent", "-w", workspace, "--allow").stdout == (
-        f"training consent for {workspace}: allowed\n")
+        f"training consent for {workspace}: allowed\n"
+    )
     assert run(home, "consent", "-w", workspace).stdout.endswith(": allowed\n")
     store = TraceStore(home / "traces.db")
     assert store.consent(workspace) is True
@@ -232,11 +290,21 @@ def test_a_store_from_a_newer_version_is_one_line_and_exit_1(filled: Path):
 def test_completions_list_what_became_of_each(home: Path):
     assert run(home, "completions").stdout == "no completions yet\n"
     store = TraceStore(home / "traces.db")
-    for number, (text, outcome) in enumerate([("return a + b\n", "accepted"),
-                                              ("pass", "rejected"), ("x = 1", None)]):
-        store.record_completion(CompletionRecord(
-            id=f"c{number}", path="src/app.py", text=text, prefix_length=100,
-            suffix_length=10, duration_ms=40 + number, model="m", at=at(number)))
+    for number, (text, outcome) in enumerate(
+        [("return a + b\n", "accepted"), ("pass", "rejected"), ("x = 1", None)]
+    ):
+        store.record_completion(
+            CompletionRecord(
+                id=f"c{number}",
+                path="src/app.py",
+                text=text,
+                prefix_length=100,
+                suffix_length=10,
+                duration_ms=40 + number,
+                model="m",
+                at=at(number),
+            )
+        )
         if outcome:
             store.record_completion_event(f"c{number}", "shown")
             store.record_completion_event(f"c{number}", outcome)
@@ -246,6 +314,9 @@ def test_completions_list_what_became_of_each(home: Path):
     printed = run(home, "completions").stdout
 
     assert [(c["id"], c["events"]) for c in listed] == [
-        ("c2", []), ("c1", ["shown", "rejected"]), ("c0", ["shown", "accepted"])]
+        ("c2", []),
+        ("c1", ["shown", "rejected"]),
+        ("c0", ["shown", "accepted"]),
+    ]
     assert "return a + b" in printed and "shown, accepted" in printed
     assert printed.rstrip().endswith("accepted 1 of 2 with an outcome (50%)")

@@ -14,11 +14,15 @@ from opencomposer.serving.engines.sglang import SGLangEngine, SGLangLaunchError
 def test_each_backend(tmp_path: Path) -> None:
     assert isinstance(make_engine(EngineSettings(), tmp_path), EmbeddedEngine)
     assert isinstance(make_engine(EngineSettings(backend="openai"), tmp_path), OpenAIEngine)
-    engine = make_engine(EngineSettings(backend="sglang",
-                                        sglang_launch="/models/dsv3,tp=8,spec=mtp"), tmp_path)
+    engine = make_engine(
+        EngineSettings(backend="sglang", sglang_launch="/models/dsv3,tp=8,spec=mtp"), tmp_path
+    )
     assert isinstance(engine, SGLangEngine)
     assert (engine.launch.model_path, engine.launch.tp, engine.launch.speculative) == (
-        "/models/dsv3", 8, "mtp")
+        "/models/dsv3",
+        8,
+        "mtp",
+    )
 
 
 def test_sglang_needs_a_launch_spec(tmp_path: Path) -> None:

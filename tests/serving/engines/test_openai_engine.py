@@ -188,7 +188,9 @@ async def test_tool_calls_without_index_and_with_repeated_names(fake):
             "I'll look.",
             [
                 ToolCall(id="functions.grep:0", name="grep", arguments='{"pattern": "def main"}'),
-                ToolCall(id="functions.read_file:1", name="read_file", arguments='{"path": "a.py"}'),
+                ToolCall(
+                    id="functions.read_file:1", name="read_file", arguments='{"path": "a.py"}'
+                ),
             ],
         ),
         (
@@ -246,7 +248,9 @@ async def test_sglang_training_extras_are_requested_and_decoded(fake):
         [-0.25, -1.5],
     )
     # 3 prompt + 2 completion tokens -> 4 routed positions of (2 layers x top-2).
-    np.testing.assert_array_equal(tokens.routed_experts, np.arange(16, dtype=np.int32).reshape(4, 4))
+    np.testing.assert_array_equal(
+        tokens.routed_experts, np.arange(16, dtype=np.int32).reshape(4, 4)
+    )
     assert result.spec == SpecDecodeStats(verify_steps=1, accept_length=2.0, accept_rate=0.5)
     assert result.usage == Usage(prompt_tokens=3, completion_tokens=2, cached_tokens=2)
 
@@ -286,13 +290,18 @@ async def test_a_text_prompt_goes_to_text_completions_with_its_suffix(fake):
     fake.enqueue(Replay("text_completion"))
     request = GenerationRequest(
         prompt=TextPrompt(prefix="def add(a, b):\n    return ", suffix="\nprint(add(1, 2))"),
-        sampling=SamplingParams(max_tokens=8), capture=Capture(logprobs=True))
+        sampling=SamplingParams(max_tokens=8),
+        capture=Capture(logprobs=True),
+    )
     events = await collect(make_engine(fake), request)
     sent = fake.requests[0]
     assert sent["path"].endswith("/v1/completions")
     assert {k: sent["body"][k] for k in ("prompt", "suffix", "max_tokens", "logprobs")} == {
-        "prompt": "def add(a, b):\n    return ", "suffix": "\nprint(add(1, 2))",
-        "max_tokens": 8, "logprobs": 0}
+        "prompt": "def add(a, b):\n    return ",
+        "suffix": "\nprint(add(1, 2))",
+        "max_tokens": 8,
+        "logprobs": 0,
+    }
     assert "messages" not in sent["body"] and "tools" not in sent["body"]
     assert events[:2] == [TextDelta("a + b"), TextDelta("\n")]
     result = events[-1].result
@@ -307,8 +316,18 @@ async def test_a_text_prompt_goes_to_text_completions_with_its_suffix(fake):
         (Replay("garbage_chunk"), EngineProtocolError, "not JSON", [TextDelta("par")]),
         (Replay("bad_shape"), EngineProtocolError, "choices", []),
         (Replay("error_event"), EngineServerError, "CUDA out of memory", [TextDelta("Part")]),
-        (Replay("no_finish_reason"), EngineStreamInterrupted, "before the generation", [TextDelta("cut sho")]),
-        (Replay("text_with_usage", die_after=2), EngineStreamInterrupted, "broke mid-stream", [TextDelta("Hello")]),
+        (
+            Replay("no_finish_reason"),
+            EngineStreamInterrupted,
+            "before the generation",
+            [TextDelta("cut sho")],
+        ),
+        (
+            Replay("text_with_usage", die_after=2),
+            EngineStreamInterrupted,
+            "broke mid-stream",
+            [TextDelta("Hello")],
+        ),
     ],
 )
 async def test_broken_streams_fail_with_typed_errors(fake, scenario, error, message_part, partial):
@@ -331,14 +350,36 @@ async def test_a_stalled_stream_times_out_and_hangs_up(fake):
 @pytest.mark.parametrize(
     ("code", "body", "error", "message_part"),
     [
-        (400, {"error": {"message": "This model's maximum context length is 8192 tokens. "
-                         "However, you requested 9000 tokens.", "code": "context_length_exceeded"}},
-         ContextLengthExceeded, "maximum context length"),
-        (400, {"object": "error", "message": "The prompt is too long: 9000 > 8192", "code": 400},
-         ContextLengthExceeded, "prompt is too long"),
-        (400, {"error": {"message": "temperature must be >= 0"}}, EngineRequestError, "temperature"),
-        (404, {"error": {"message": "The model `nope` does not exist."}}, EngineRequestError,
-         "check engine.model"),
+        (
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 8192 tokens. "
+                    "However, you requested 9000 tokens.",
+                    "code": "context_length_exceeded",
+                }
+            },
+            ContextLengthExceeded,
+            "maximum context length",
+        ),
+        (
+            400,
+            {"object": "error", "message": "The prompt is too long: 9000 > 8192", "code": 400},
+            ContextLengthExceeded,
+            "prompt is too long",
+        ),
+        (
+            400,
+            {"error": {"message": "temperature must be >= 0"}},
+            EngineRequestError,
+            "temperature",
+        ),
+        (
+            404,
+            {"error": {"message": "The model `nope` does not exist."}},
+            EngineRequestError,
+            "check engine.model",
+        ),
         (401, {"error": {"message": "Invalid API key"}}, EngineAuthError, "engine.api_key"),
         (429, {"error": {"message": "Rate limit reached"}}, EngineRateLimited, "429"),
         (500, {"error": {"message": "boom"}}, EngineServerError, "boom"),

@@ -226,7 +226,7 @@ def test_bad_spec_strings_are_typed_errors(spec: str, message: str) -> None:
 
 # Speaks just enough of SGLang's HTTP API. Its child ignores SIGTERM, like a wedged
 # scheduler process, so only a group SIGKILL removes it. Modes come in as extra args.
-FAKE_SERVER = r'''
+FAKE_SERVER = r"""
 import json, os, signal, subprocess, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -285,7 +285,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
 
 ThreadingHTTPServer((opt("--host"), int(opt("--port"))), Handler).serve_forever()
-'''
+"""
 
 HELLO = GenerationRequest(messages=[ChatMessage(role="user", content="hi")])
 
@@ -390,7 +390,7 @@ async def test_a_server_that_never_gets_healthy_times_out_and_is_killed(tmp_path
     engine = fake_engine(tmp_path, mode="hang", startup_timeout=1.0)
     with pytest.raises(EngineTimeout, match="not ready after 1s") as caught:
         await engine.models()
-    assert "request: \"GET /health" in caught.value.message
+    assert 'request: "GET /health' in caught.value.message
     assert_all_gone(server_pids(tmp_path))
 
 

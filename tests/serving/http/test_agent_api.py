@@ -53,6 +53,7 @@ def serve(tmp_path: Path) -> Callable[[list[Reply]], Any]:
         engine = ScriptedEngine(replies)
         with live_server(engine, tmp_path / "home") as url:
             yield url, engine
+
     return make
 
 
@@ -71,12 +72,17 @@ async def event_log(http: httpx.AsyncClient, thread_id: str, after: int = 0) -> 
     return response.json()["events"]
 
 
-async def run_turn(http: httpx.AsyncClient, thread_id: str, request: str,
-                   on_event: Callable[[Frame], Any] | None = None) -> list[Frame]:
+async def run_turn(
+    http: httpx.AsyncClient,
+    thread_id: str,
+    request: str,
+    on_event: Callable[[Frame], Any] | None = None,
+) -> list[Frame]:
     """Start a turn and read its stream to the end, calling `on_event` for each event."""
     received = []
-    async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                           json={"input": text(request)}) as response:
+    async with http.stream(
+        "POST", f"/v1/threads/{thread_id}/turns", json={"input": text(request)}
+    ) as response:
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")
         async for frame in frames(response):
@@ -130,20 +136,23 @@ async def test_a_turn_streams_its_events_as_sse(serve, workspace: Path) -> None:
 SLOW_ANSWER = [Reply(text="a fairly long answer streamed slowly, piece by piece", delay=0.03)]
 
 
-async def drop_and_resume(http: httpx.AsyncClient, thread_id: str,
-                          resume: Callable[[int], dict[str, Any]]) -> int:
+async def drop_and_resume(
+    http: httpx.AsyncClient, thread_id: str, resume: Callable[[int], dict[str, Any]]
+) -> int:
     """Start a turn, drop its stream five events in, and read the rest from the thread's event
     stream, asking with the request options `resume(id of the last event seen)`. The two parts
     are the whole log after thread.started, without gap or repeat; returns the last event's id."""
     first: list[Frame] = []
-    async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                           json={"input": text("talk")}) as response:
+    async with http.stream(
+        "POST", f"/v1/threads/{thread_id}/turns", json={"input": text("talk")}
+    ) as response:
         async for frame in frames(response):
             first.append(frame)
             if len(first) == 5:
                 break  # the connection drops mid-turn
-    async with http.stream("GET", f"/v1/threads/{thread_id}/events/stream",
-                           **resume(first[-1].id)) as response:
+    async with http.stream(
+        "GET", f"/v1/threads/{thread_id}/events/stream", **resume(first[-1].id)
+    ) as response:
         rest = [f async for f in frames(response)]
     assert rest[-1].event == "turn.completed"
     assert [f.data for f in first + rest] == await event_log(http, thread_id, 1)
@@ -155,15 +164,18 @@ async def test_last_event_id_resumes_without_gap_or_repeat(serve, workspace: Pat
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
             last = await drop_and_resume(
-                http, thread_id, lambda seen: {"headers": {"Last-Event-ID": str(seen)}})
+                http, thread_id, lambda seen: {"headers": {"Last-Event-ID": str(seen)}}
+            )
 
             # Idle: only what was missed, then the stream ends.
-            async with http.stream("GET", f"/v1/threads/{thread_id}/events/stream",
-                                   headers={"Last-Event-ID": "0"}) as response:
+            async with http.stream(
+                "GET", f"/v1/threads/{thread_id}/events/stream", headers={"Last-Event-ID": "0"}
+            ) as response:
                 replay = [f.data async for f in frames(response)]
             assert replay == await event_log(http, thread_id)
-            up_to_date = await http.get(f"/v1/threads/{thread_id}/events/stream",
-                                        headers={"Last-Event-ID": str(last)})
+            up_to_date = await http.get(
+                f"/v1/threads/{thread_id}/events/stream", headers={"Last-Event-ID": str(last)}
+            )
             assert up_to_date.status_code == 200 and up_to_date.text == ""
 
 
@@ -172,19 +184,20 @@ async def test_after_seq_stands_in_for_last_event_id(serve, workspace: Path) -> 
     with serve(SLOW_ANSWER) as (url, _):
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
-            last = str(await drop_and_resume(
-                http, thread_id, lambda seen: {"params": {"after_seq": seen}}))
+            last = str(
+                await drop_and_resume(http, thread_id, lambda seen: {"params": {"after_seq": seen}})
+            )
 
             # The header wins over the query: a reconnecting EventSource sends both.
             stream = f"/v1/threads/{thread_id}/events/stream"
-            both = await http.get(stream, params={"after_seq": 0},
-                                  headers={"Last-Event-ID": last})
+            both = await http.get(stream, params={"after_seq": 0}, headers={"Last-Event-ID": last})
             assert both.status_code == 200 and both.text == ""
             up_to_date = await http.get(stream, params={"after_seq": last})
             assert up_to_date.status_code == 200 and up_to_date.text == ""
             for bad in ("-1", "x", "1.5"):
-                assert_error(await http.get(stream, params={"after_seq": bad}),
-                             400, "invalid_request")
+                assert_error(
+                    await http.get(stream, params={"after_seq": bad}), 400, "invalid_request"
+                )
 
 
 async def test_interrupt_ends_a_hanging_turn(serve, workspace: Path) -> None:
@@ -196,8 +209,9 @@ async def test_interrupt_ends_a_hanging_turn(serve, workspace: Path) -> None:
             async def interrupt_once_streaming(frame: Frame) -> None:
                 if frame.event == "item.delta" and not answers:
                     turn_id = frame.data["turn_id"]
-                    answers.append(await http.post(
-                        f"/v1/threads/{thread_id}/turns/{turn_id}/interrupt"))
+                    answers.append(
+                        await http.post(f"/v1/threads/{thread_id}/turns/{turn_id}/interrupt")
+                    )
 
             received = await run_turn(http, thread_id, "hi", interrupt_once_streaming)
             assert answers[0].status_code == 200
@@ -218,7 +232,8 @@ async def test_steer_adds_input_to_the_running_turn(serve, workspace: Path) -> N
                 if frame.event == "item.started" and item.get("type") == "command_execution":
                     response = await http.post(
                         f"/v1/threads/{thread_id}/turns/{item['turn_id']}/steer",
-                        json={"input": text("answer in French")})
+                        json={"input": text("answer in French")},
+                    )
                     steered.append(response.json()["item_id"])
 
             received = await run_turn(http, thread_id, "do it", steer_during_the_command)
@@ -229,7 +244,9 @@ async def test_steer_adds_input_to_the_running_turn(serve, workspace: Path) -> N
 
 async def test_input_steered_into_a_turn_that_ends_is_kept(serve, workspace: Path) -> None:
     with serve([Reply(text="never finishes", hang_after=2), Reply(text="Bonjour")]) as (
-            url, engine):
+        url,
+        engine,
+    ):
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
             steered = []
@@ -237,8 +254,10 @@ async def test_input_steered_into_a_turn_that_ends_is_kept(serve, workspace: Pat
             async def steer_then_interrupt(frame: Frame) -> None:
                 if frame.event == "item.delta" and not steered:
                     turn_id = frame.data["turn_id"]
-                    response = await http.post(f"/v1/threads/{thread_id}/turns/{turn_id}/steer",
-                                               json={"input": text("answer in French")})
+                    response = await http.post(
+                        f"/v1/threads/{thread_id}/turns/{turn_id}/steer",
+                        json={"input": text("answer in French")},
+                    )
                     steered.append(response.json()["item_id"])
                     await http.post(f"/v1/threads/{thread_id}/turns/{turn_id}/interrupt")
 
@@ -253,10 +272,13 @@ async def test_input_steered_into_a_turn_that_ends_is_kept(serve, workspace: Pat
 
 
 async def test_undo_puts_back_a_turns_edits_and_read_says_where_the_log_is(
-        serve, workspace: Path) -> None:
+    serve, workspace: Path
+) -> None:
     (workspace / "a.py").write_text("x = 1\n")
-    replies = [Reply(calls=[call("edit_file", path="a.py", old_string="x = 1",
-                                 new_string="x = 2")]), Reply(text="done")]
+    replies = [
+        Reply(calls=[call("edit_file", path="a.py", old_string="x = 1", new_string="x = 2")]),
+        Reply(text="done"),
+    ]
     with serve(replies) as (url, _engine):
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
@@ -274,20 +296,26 @@ async def test_undo_puts_back_a_turns_edits_and_read_says_where_the_log_is(
 
 
 async def test_an_approval_is_answered_over_http(serve, workspace: Path) -> None:
-    replies = [Reply(calls=[call("write_file", path="new.txt", content="hello")]),
-               Reply(text="written")]
+    replies = [
+        Reply(calls=[call("write_file", path="new.txt", content="hello")]),
+        Reply(text="written"),
+    ]
     with serve(replies) as (url, _):
         async with client(url) as http:
-            thread_id = await new_thread(http, workspace,
-                                         approval_policy={"writes_workspace": "ask"})
+            thread_id = await new_thread(
+                http, workspace, approval_policy={"writes_workspace": "ask"}
+            )
             answers = []
 
             async def approve(frame: Frame) -> None:
                 item = (frame.data or {}).get("item", {})
                 if frame.event == "item.started" and item.get("type") == "approval_request":
-                    answers.append(await http.post(
-                        f"/v1/threads/{thread_id}/approvals/{item['id']}",
-                        json={"decision": "approve"}))
+                    answers.append(
+                        await http.post(
+                            f"/v1/threads/{thread_id}/approvals/{item['id']}",
+                            json={"decision": "approve"},
+                        )
+                    )
 
             received = await run_turn(http, thread_id, "write it", approve)
             answered = answers[0].json()["item"]
@@ -298,8 +326,9 @@ async def test_an_approval_is_answered_over_http(serve, workspace: Path) -> None
 
 async def _start_and_drop(http: httpx.AsyncClient, thread_id: str, **body: Any) -> None:
     """Start a turn and disconnect once it has started."""
-    async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                           json={"input": text("go"), **body}) as response:
+    async with http.stream(
+        "POST", f"/v1/threads/{thread_id}/turns", json={"input": text("go"), **body}
+    ) as response:
         async for frame in frames(response):
             if frame.event == "turn.started":
                 break
@@ -327,14 +356,16 @@ async def test_cancel_on_disconnect_interrupts_the_turn(serve, workspace: Path) 
             assert engine.closed_mid_stream == 1
 
 
-async def test_silence_is_filled_with_heartbeats(serve, workspace: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_silence_is_filled_with_heartbeats(
+    serve, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(agent_api, "HEARTBEAT_SECONDS", 0.1)
     with serve([Reply(text="never ends", hang_after=2)]) as (url, _):
         async with client(url) as http:
             thread_id = await new_thread(http, workspace)
-            async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                                   json={"input": text("go")}) as response:
+            async with http.stream(
+                "POST", f"/v1/threads/{thread_id}/turns", json={"input": text("go")}
+            ) as response:
                 async for frame in frames(response):
                     if frame.event == "turn.started":
                         turn_id = frame.data["turn"]["id"]
@@ -353,32 +384,47 @@ def assert_error(response: httpx.Response, status: int, kind: str) -> None:
 async def test_bad_requests_get_the_error_body(serve, workspace: Path) -> None:
     with serve([Reply(text="slow", hang_after=1)]) as (url, _):
         async with client(url) as http:
-            malformed = await http.post("/v1/threads", content=b"{not json",
-                                        headers={"content-type": "application/json"})
+            malformed = await http.post(
+                "/v1/threads", content=b"{not json", headers={"content-type": "application/json"}
+            )
             assert_error(malformed, 400, "invalid_request")
             missing = await http.post("/v1/threads", json={"workspace": str(workspace / "no")})
             assert_error(missing, 400, "invalid_request")
             assert_error(await http.get("/v1/threads/thr_nope"), 404, "not_found")
-            assert_error(await http.post("/v1/threads/thr_nope/turns",
-                                         json={"input": text("x")}), 404, "not_found")
+            assert_error(
+                await http.post("/v1/threads/thr_nope/turns", json={"input": text("x")}),
+                404,
+                "not_found",
+            )
 
             thread_id = await new_thread(http, workspace)
             empty = await http.post(f"/v1/threads/{thread_id}/turns", json={"input": []})
             assert_error(empty, 400, "invalid_request")
-            async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                                   json={"input": text("one")}) as response:
+            async with http.stream(
+                "POST", f"/v1/threads/{thread_id}/turns", json={"input": text("one")}
+            ) as response:
                 async for frame in frames(response):
                     turn_id = frame.data["turn"]["id"]
                     break
-            second = await http.post(f"/v1/threads/{thread_id}/turns",
-                                     json={"input": text("two")})
+            second = await http.post(f"/v1/threads/{thread_id}/turns", json={"input": text("two")})
             assert_error(second, 409, "conflict")
-            assert_error(await http.post(f"/v1/threads/{thread_id}/turns/turn_x/interrupt"),
-                         404, "not_found")
-            assert_error(await http.post(f"/v1/threads/{thread_id}/approvals/item_9",
-                                         json={"decision": "approve"}), 404, "not_found")
-            assert_error(await http.get(f"/v1/threads/{thread_id}/events/stream",
-                                        headers={"Last-Event-ID": "x"}), 400, "invalid_request")
+            assert_error(
+                await http.post(f"/v1/threads/{thread_id}/turns/turn_x/interrupt"), 404, "not_found"
+            )
+            assert_error(
+                await http.post(
+                    f"/v1/threads/{thread_id}/approvals/item_9", json={"decision": "approve"}
+                ),
+                404,
+                "not_found",
+            )
+            assert_error(
+                await http.get(
+                    f"/v1/threads/{thread_id}/events/stream", headers={"Last-Event-ID": "x"}
+                ),
+                400,
+                "invalid_request",
+            )
             await http.post(f"/v1/threads/{thread_id}/turns/{turn_id}/interrupt")
             assert (await http.get("/healthz")).status_code == 200
 
@@ -396,5 +442,6 @@ async def test_traces_export_as_jsonl(serve, workspace: Path) -> None:
             # Nobody consented to training on this workspace.
             consented = await http.get("/v1/traces/export", params={"for_training": "true"})
             assert consented.text == ""
-            assert_error(await http.get("/v1/traces/export", params={"thread": "thr_x"}),
-                         404, "not_found")
+            assert_error(
+                await http.get("/v1/traces/export", params={"thread": "thr_x"}), 404, "not_found"
+            )

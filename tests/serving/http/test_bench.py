@@ -30,10 +30,16 @@ async def test_the_bench_reports_every_row_and_leaves_no_server():
     rows, info = await run_http_bench(concurrency=[1, 2], requests=4, turns=3)
     assert info == {"concurrency": [1, 2], "requests": 4, "turns": 3}
     assert [row.name for row in rows] == [
-        *(f"chat completion, {c}: {figure}" for c in ("1 client", "2 clients")
-          for figure in ("throughput", "p50 latency", "p99 latency")),
-        *(f"agent turn, {c}: first event {p}" for c in ("1 client", "2 clients")
-          for p in ("p50", "p99")),
+        *(
+            f"chat completion, {c}: {figure}"
+            for c in ("1 client", "2 clients")
+            for figure in ("throughput", "p50 latency", "p99 latency")
+        ),
+        *(
+            f"agent turn, {c}: first event {p}"
+            for c in ("1 client", "2 clients")
+            for p in ("p50", "p99")
+        ),
     ]
     assert bench_servers() == []
 

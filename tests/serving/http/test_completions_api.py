@@ -29,9 +29,15 @@ def client(url: str) -> openai.OpenAI:
 def test_fill_in_the_middle_reaches_the_engine_as_a_text_prompt(tmp_path: Path):
     engine = ScriptedEngine([Reply(text="a + b", usage=(11, 3))])
     with live_server(engine, tmp_path) as url:
-        done = client(url).completions.create(model="scripted-model", prompt=PREFIX,
-                                              suffix=SUFFIX, max_tokens=32, temperature=0.2,
-                                              stop=["\n\n"], seed=3)
+        done = client(url).completions.create(
+            model="scripted-model",
+            prompt=PREFIX,
+            suffix=SUFFIX,
+            max_tokens=32,
+            temperature=0.2,
+            stop=["\n\n"],
+            seed=3,
+        )
     assert done.object == "text_completion"
     assert done.id.startswith("cmpl-")
     assert (done.choices[0].text, done.choices[0].finish_reason) == ("a + b", "stop")
@@ -40,8 +46,12 @@ def test_fill_in_the_middle_reaches_the_engine_as_a_text_prompt(tmp_path: Path):
     assert request.messages == [] and request.tools == []
     assert request.prompt == TextPrompt(prefix=PREFIX, suffix=SUFFIX)
     sampling = request.sampling
-    assert (sampling.max_tokens, sampling.temperature, sampling.stop, sampling.seed) == \
-        (32, 0.2, ["\n\n"], 3)
+    assert (sampling.max_tokens, sampling.temperature, sampling.stop, sampling.seed) == (
+        32,
+        0.2,
+        ["\n\n"],
+        3,
+    )
 
 
 def test_openai_defaults_raw_prompts_in_a_list_and_echo(tmp_path: Path):
@@ -54,22 +64,32 @@ def test_openai_defaults_raw_prompts_in_a_list_and_echo(tmp_path: Path):
     assert listed.choices[0].text == "!"
     # OpenAI's default for this endpoint is 16 tokens.
     assert [r.sampling.max_tokens for r in engine.requests] == [16, 16]
-    assert [r.prompt for r in engine.requests] == [TextPrompt(prefix="hello"),
-                                                  TextPrompt(prefix="hi")]
+    assert [r.prompt for r in engine.requests] == [
+        TextPrompt(prefix="hello"),
+        TextPrompt(prefix="hi"),
+    ]
 
 
 async def test_stream_sends_text_pieces_finish_usage_then_done(tmp_path: Path):
     engine = ScriptedEngine([Reply(text="return a + b", usage=(9, 4)), Reply(text="y")])
     with live_server(engine, tmp_path) as url:
         sdk = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        stream = await sdk.completions.create(model="scripted-model", prompt=PREFIX,
-                                              suffix=SUFFIX, stream=True,
-                                              stream_options={"include_usage": True})
+        stream = await sdk.completions.create(
+            model="scripted-model",
+            prompt=PREFIX,
+            suffix=SUFFIX,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         chunks = [chunk async for chunk in stream]
-        with httpx.stream("POST", f"{url}/v1/completions",
-                          json={"prompt": "x", "stream": True}) as raw:
-            payloads = [line.removeprefix("data: ") for line in raw.iter_lines()
-                        if line.startswith("data: ")]
+        with httpx.stream(
+            "POST", f"{url}/v1/completions", json={"prompt": "x", "stream": True}
+        ) as raw:
+            payloads = [
+                line.removeprefix("data: ")
+                for line in raw.iter_lines()
+                if line.startswith("data: ")
+            ]
     assert all(c.object == "text_completion" for c in chunks)
     assert "".join(c.choices[0].text for c in chunks if c.choices) == "return a + b"
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
@@ -84,9 +104,11 @@ async def test_stream_sends_text_pieces_finish_usage_then_done(tmp_path: Path):
 
 
 def test_logprobs_name_token_ids(tmp_path: Path):
-    result = GenerationResult(text="ab", usage=Usage(2, 2),
-                              tokens=TokenTrace(completion_token_ids=[5, 6],
-                                                logprobs=[-0.5, -1.0]))
+    result = GenerationResult(
+        text="ab",
+        usage=Usage(2, 2),
+        tokens=TokenTrace(completion_token_ids=[5, 6], logprobs=[-0.5, -1.0]),
+    )
     with live_server(ReplayEngine([result]), tmp_path) as url:
         done = client(url).completions.create(model="replay", prompt="x", logprobs=0)
     logprobs = done.choices[0].logprobs
@@ -94,16 +116,19 @@ def test_logprobs_name_token_ids(tmp_path: Path):
     assert logprobs.token_logprobs == [-0.5, -1.0]
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"prompt": "x", "n": 2}, "n"),
-    ({"prompt": "x", "best_of": 3}, "best_of"),
-    ({"prompt": ["a", "b"]}, "prompt"),
-    ({"prompt": [1, 2, 3]}, "prompt"),
-    ({}, "prompt"),
-    ({"prompt": "x", "logprobs": 6}, "logprobs"),
-    ({"prompt": "x", "suffix": "y", "echo": True}, "echo"),
-    ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": "x", "best_of": 3}, "best_of"),
+        ({"prompt": ["a", "b"]}, "prompt"),
+        ({"prompt": [1, 2, 3]}, "prompt"),
+        ({}, "prompt"),
+        ({"prompt": "x", "logprobs": 6}, "logprobs"),
+        ({"prompt": "x", "suffix": "y", "echo": True}, "echo"),
+        ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+    ],
+)
 def test_bad_requests_are_openai_400s_and_never_reach_the_engine(tmp_path: Path, body, param):
     engine = ScriptedEngine([])
     with live_server(engine, tmp_path) as url:
@@ -139,14 +164,24 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_embedded_tiny_model_fills_a_middle(tmp_path: Path, tiny_models_dir: Path):
-    settings = EngineSettings(model="tiny-moe", device="cpu", kv_cache_tokens=2048,
-                              speculative="none")
+    settings = EngineSettings(
+        model="tiny-moe", device="cpu", kv_cache_tokens=2048, speculative="none"
+    )
     with live_server(EmbeddedEngine(settings, tiny_models_dir), tmp_path) as url:
         sdk = client(url)
-        done = sdk.completions.create(model="tiny-moe", prompt=PREFIX, suffix=SUFFIX,
-                                      max_tokens=5, temperature=0)
-        streamed = list(sdk.completions.create(model="tiny-moe", prompt=PREFIX, suffix=SUFFIX,
-                                               max_tokens=5, temperature=0, stream=True))
+        done = sdk.completions.create(
+            model="tiny-moe", prompt=PREFIX, suffix=SUFFIX, max_tokens=5, temperature=0
+        )
+        streamed = list(
+            sdk.completions.create(
+                model="tiny-moe",
+                prompt=PREFIX,
+                suffix=SUFFIX,
+                max_tokens=5,
+                temperature=0,
+                stream=True,
+            )
+        )
     assert 1 <= done.usage.completion_tokens <= 5
     # The FIM prompt is the sentinels plus the two texts: more tokens than either alone.
     assert done.usage.prompt_tokens > 3

@@ -46,8 +46,9 @@ def test_no_request_makes_the_server_fail(tmp_path: Path, mode: GenerationMode) 
     (tmp_path / "ws").mkdir()
     with live_server(EndlessReplay(), tmp_path / "home") as url:
         # One real thread, so listing, reading and exporting have something to render.
-        created = requests.post(f"{url}/v1/threads", json={"workspace": str(tmp_path / "ws")},
-                                timeout=10)
+        created = requests.post(
+            f"{url}/v1/threads", json={"workspace": str(tmp_path / "ws")}, timeout=10
+        )
         assert created.status_code == 200, created.text
         schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
         session = requests.Session()
@@ -55,13 +56,19 @@ def test_no_request_makes_the_server_fail(tmp_path: Path, mode: GenerationMode) 
         operations = [result.ok() for result in schema.get_all_operations()]
         assert len(operations) >= 12, [op.label for op in operations]
         for operation in operations:
-            @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                      phases=[Phase.explicit, Phase.generate],
-                      suppress_health_check=list(HealthCheck))
+
+            @settings(
+                max_examples=EXAMPLES_PER_OPERATION,
+                deadline=None,
+                database=None,
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @given(case=operation.as_strategy(generation_mode=mode))
             def fuzz(case: schemathesis.Case) -> None:
-                case.call_and_validate(base_url=url, session=session, timeout=10,
-                                       checks=[not_a_server_error])
+                case.call_and_validate(
+                    base_url=url, session=session, timeout=10, checks=[not_a_server_error]
+                )
 
             try:
                 fuzz()
@@ -74,8 +81,9 @@ def test_no_request_makes_the_server_fail(tmp_path: Path, mode: GenerationMode) 
         assert not failures, "\n\n".join(failures)
 
 
-@pytest.mark.parametrize("workspace", ["/tmp/a\x00b", "\x00", "~no-such-user-here/x",
-                                       "/tmp/" + "a" * 5000])
+@pytest.mark.parametrize(
+    "workspace", ["/tmp/a\x00b", "\x00", "~no-such-user-here/x", "/tmp/" + "a" * 5000]
+)
 def test_an_unusable_workspace_path_is_a_400(tmp_path: Path, workspace: str) -> None:
     """Found by fuzzing: these made `POST /v1/threads` fail with a 500 (ValueError for a NUL
     byte, RuntimeError for an unknown user's home, OSError for a name too long)."""

@@ -22,12 +22,16 @@ def test_workspaces_must_be_inside_an_allowed_root(tmp_path: Path) -> None:
         refused = httpx.post(f"{url}/v1/threads", json={"workspace": str(outside)})
         assert refused.status_code == 403
         assert refused.json()["error"]["kind"] == "forbidden"
-        sneaky = httpx.post(f"{url}/v1/threads",
-                            json={"workspace": str(allowed / "app" / ".." / ".." / "elsewhere")})
+        sneaky = httpx.post(
+            f"{url}/v1/threads",
+            json={"workspace": str(allowed / "app" / ".." / ".." / "elsewhere")},
+        )
         assert sneaky.status_code == 403
         (allowed / "link").symlink_to(outside)
-        assert httpx.post(f"{url}/v1/threads",
-                          json={"workspace": str(allowed / "link")}).status_code == 403
+        assert (
+            httpx.post(f"{url}/v1/threads", json={"workspace": str(allowed / "link")}).status_code
+            == 403
+        )
 
 
 def test_oversized_bodies_are_refused_and_the_server_keeps_serving(tmp_path: Path) -> None:
@@ -40,8 +44,11 @@ def test_oversized_bodies_are_refused_and_the_server_keeps_serving(tmp_path: Pat
             for _ in range(10):
                 yield b"x" * 1000
 
-        chunked = httpx.post(f"{url}/v1/chat/completions", content=chunks(),
-                             headers={"content-type": "application/json"})
+        chunked = httpx.post(
+            f"{url}/v1/chat/completions",
+            content=chunks(),
+            headers={"content-type": "application/json"},
+        )
         assert chunked.status_code == 413
         assert httpx.get(f"{url}/healthz").status_code == 200
 

@@ -48,10 +48,12 @@ class ToolThenAnswer:
         if request.messages[-1].role == "tool":
             result = GenerationResult(text=f"answer to: {asked}", usage=Usage(10, 5))
         else:
-            call = ToolCall(id=f"call_{self.requests}", name="glob",
-                            arguments=json.dumps({"pattern": "*.py"}))
-            result = GenerationResult(tool_calls=[call], finish_reason="tool_calls",
-                                      usage=Usage(10, 5))
+            call = ToolCall(
+                id=f"call_{self.requests}", name="glob", arguments=json.dumps({"pattern": "*.py"})
+            )
+            result = GenerationResult(
+                tool_calls=[call], finish_reason="tool_calls", usage=Usage(10, 5)
+            )
         for event in stream_events(result):
             await asyncio.sleep(0)
             yield event
@@ -82,28 +84,38 @@ async def start_thread(http: httpx.AsyncClient, workspace: Path) -> str:
     return response.json()["thread"]["id"]
 
 
-async def turn_with_own_parser(http: httpx.AsyncClient, thread_id: str,
-                               request: str) -> list[dict[str, Any]]:
-    async with http.stream("POST", f"/v1/threads/{thread_id}/turns",
-                           json={"input": [{"type": "text", "text": request}]}) as response:
+async def turn_with_own_parser(
+    http: httpx.AsyncClient, thread_id: str, request: str
+) -> list[dict[str, Any]]:
+    async with http.stream(
+        "POST",
+        f"/v1/threads/{thread_id}/turns",
+        json={"input": [{"type": "text", "text": request}]},
+    ) as response:
         assert response.status_code == 200, await response.aread()
         return parse([line async for line in response.aiter_lines()])
 
 
-async def turn_with_httpx_sse(http: httpx.AsyncClient, thread_id: str,
-                              request: str) -> list[dict[str, Any]]:
+async def turn_with_httpx_sse(
+    http: httpx.AsyncClient, thread_id: str, request: str
+) -> list[dict[str, Any]]:
     from httpx_sse import aconnect_sse
 
-    async with aconnect_sse(http, "POST", f"/v1/threads/{thread_id}/turns",
-                            json={"input": [{"type": "text", "text": request}]}) as source:
+    async with aconnect_sse(
+        http,
+        "POST",
+        f"/v1/threads/{thread_id}/turns",
+        json={"input": [{"type": "text", "text": request}]},
+    ) as source:
         source.response.raise_for_status()
         assert source.response.headers["content-type"].startswith("text/event-stream")
-        return [{"id": int(sse.id), "event": sse.event, "data": sse.json()}
-                async for sse in source.aiter_sse()]
+        return [
+            {"id": int(sse.id), "event": sse.event, "data": sse.json()}
+            async for sse in source.aiter_sse()
+        ]
 
 
-async def test_a_hundred_concurrent_turns_each_get_their_own_events_once(
-        tmp_path: Path) -> None:
+async def test_a_hundred_concurrent_turns_each_get_their_own_events_once(tmp_path: Path) -> None:
     pytest.importorskip("httpx_sse")
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -113,12 +125,13 @@ async def test_a_hundred_concurrent_turns_each_get_their_own_events_once(
     limits = httpx.Limits(max_connections=THREADS * 2, max_keepalive_connections=THREADS * 2)
     with live_server(engine, tmp_path / "home", timeout=60) as url:
         async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
-            threads = await asyncio.gather(*(start_thread(http, workspace)
-                                             for _ in range(THREADS)))
+            threads = await asyncio.gather(*(start_thread(http, workspace) for _ in range(THREADS)))
             requests = [f"request number {n}" for n in range(THREADS)]
             runs = [turn_with_httpx_sse(http, threads[0], requests[0])]
-            runs += [turn_with_own_parser(http, thread_id, request)
-                     for thread_id, request in zip(threads[1:], requests[1:], strict=True)]
+            runs += [
+                turn_with_own_parser(http, thread_id, request)
+                for thread_id, request in zip(threads[1:], requests[1:], strict=True)
+            ]
             received = await asyncio.gather(*runs)
 
             assert engine.requests == 2 * THREADS
@@ -138,6 +151,5 @@ async def test_a_hundred_concurrent_turns_each_get_their_own_events_once(
                 assert completed[-1]["type"] == "agent_message"
                 assert completed[-1]["text"] == f"answer to: {request}"
 
-                stored = await http.get(f"/v1/threads/{thread_id}/events",
-                                        params={"after_seq": 1})
+                stored = await http.get(f"/v1/threads/{thread_id}/events", params={"after_seq": 1})
                 assert stored.json()["events"] == [e["data"] for e in events]

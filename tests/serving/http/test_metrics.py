@@ -22,27 +22,49 @@ def test_metrics_count_requests_tokens_and_turns(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with live_server(engine, tmp_path / "home") as url:
-        chat = httpx.post(f"{url}/v1/chat/completions", json={
-            "model": "scripted-model", "messages": [{"role": "user", "content": "hello"}]})
+        chat = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "scripted-model", "messages": [{"role": "user", "content": "hello"}]},
+        )
         assert chat.status_code == 200
         thread = httpx.post(f"{url}/v1/threads", json={"workspace": str(workspace)}).json()
         thread_id = thread["thread"]["id"]
-        with httpx.stream("POST", f"{url}/v1/threads/{thread_id}/turns",
-                          json={"input": [{"type": "text", "text": "go"}]}) as turn:
+        with httpx.stream(
+            "POST",
+            f"{url}/v1/threads/{thread_id}/turns",
+            json={"input": [{"type": "text", "text": "go"}]},
+        ) as turn:
             assert "turn.completed" in turn.read().decode()
         httpx.get(f"{url}/v1/threads/{thread_id}")
         text = httpx.get(f"{url}/metrics").text
-    assert sample(text, "opencomposer_http_requests_total", method="POST",
-                  route="/v1/chat/completions", status="200") == 1
+    assert (
+        sample(
+            text,
+            "opencomposer_http_requests_total",
+            method="POST",
+            route="/v1/chat/completions",
+            status="200",
+        )
+        == 1
+    )
     # Thread ids do not become labels: the route template does.
-    assert sample(text, "opencomposer_http_requests_total", method="GET",
-                  route="/v1/threads/{thread_id}", status="200") == 1
+    assert (
+        sample(
+            text,
+            "opencomposer_http_requests_total",
+            method="GET",
+            route="/v1/threads/{thread_id}",
+            status="200",
+        )
+        == 1
+    )
     assert sample(text, "opencomposer_model_tokens_total", kind="prompt") == 32
     assert sample(text, "opencomposer_model_tokens_total", kind="completion") == 8
     assert sample(text, "opencomposer_model_generations_total", finish_reason="stop") == 2
     assert sample(text, "opencomposer_agent_active_turns") == 0
-    assert 'opencomposer_http_request_seconds_bucket{le="+Inf",route="/v1/chat/completions"}' \
-        in text
+    assert (
+        'opencomposer_http_request_seconds_bucket{le="+Inf",route="/v1/chat/completions"}' in text
+    )
 
 
 async def test_speculative_decoding_is_counted() -> None:
@@ -58,8 +80,11 @@ async def test_speculative_decoding_is_counted() -> None:
     from opencomposer.serving.http.metrics import MeteredEngine, ServerMetrics
 
     metrics = ServerMetrics()
-    result = GenerationResult(text="abc", usage=Usage(5, 9), spec=SpecDecodeStats(
-        verify_steps=4, accept_length=2.25, accept_rate=5 / 12, drafted=12))
+    result = GenerationResult(
+        text="abc",
+        usage=Usage(5, 9),
+        spec=SpecDecodeStats(verify_steps=4, accept_length=2.25, accept_rate=5 / 12, drafted=12),
+    )
     engine = MeteredEngine(ReplayEngine([result]), metrics)
     await complete(engine, GenerationRequest(messages=[ChatMessage(role="user", content="x")]))
     text = metrics.render().decode()
@@ -86,10 +111,19 @@ def test_refused_requests_and_made_up_methods_add_no_labels(tmp_path: Path) -> N
             client.request(f"X-METHOD-{n}", f"{url}/healthz")
         client.get(f"{url}/v1/threads", headers={"Host": "evil.example"})
         text = client.get(f"{url}/metrics").text
-    series = [line for line in text.splitlines()
-              if line.startswith("opencomposer_http_requests_total{")]
-    assert sample(text, "opencomposer_http_requests_total", method="other", route="/healthz",
-                  status="405") == 20
-    assert sample(text, "opencomposer_http_requests_total", method="GET", route="unmatched",
-                  status="403") == 1
+    series = [
+        line for line in text.splitlines() if line.startswith("opencomposer_http_requests_total{")
+    ]
+    assert (
+        sample(
+            text, "opencomposer_http_requests_total", method="other", route="/healthz", status="405"
+        )
+        == 20
+    )
+    assert (
+        sample(
+            text, "opencomposer_http_requests_total", method="GET", route="unmatched", status="403"
+        )
+        == 1
+    )
     assert not any("X-METHOD" in line for line in series)

@@ -25,18 +25,26 @@ from opencomposer.serving.engines.errors import (
 from opencomposer.serving.engines.replay import ReplayEngine
 from opencomposer.serving.models import init
 
-TOOLS = [{"type": "function", "function": {
-    "name": "read_file", "description": "Read a file",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
 HELLO = [{"role": "user", "content": "hello"}]
 
 
 @pytest.fixture
 def serve(tmp_path: Path):
     """Start a server over an engine; yields the base URL."""
+
     def start(engine: Engine) -> AbstractContextManager[str]:
         return live_server(engine, tmp_path / "oc-home")
+
     return start
 
 
@@ -45,8 +53,9 @@ def client(url: str) -> openai.OpenAI:
 
 
 def sse_payloads(response: httpx.Response) -> list[str]:
-    return [line.removeprefix("data: ") for line in response.iter_lines()
-            if line.startswith("data: ")]
+    return [
+        line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")
+    ]
 
 
 def test_lists_models_with_their_context_window(serve):
@@ -66,8 +75,11 @@ def test_completion_returns_text_usage_and_the_model(serve):
     assert done.choices[0].message.content == "Hi there!"
     assert done.choices[0].message.tool_calls is None
     assert done.choices[0].finish_reason == "stop"
-    assert (done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.total_tokens) \
-        == (7, 3, 10)
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.total_tokens) == (
+        7,
+        3,
+        10,
+    )
 
 
 async def test_async_stream_sends_role_deltas_finish_then_usage(serve):
@@ -75,8 +87,11 @@ async def test_async_stream_sends_role_deltas_finish_then_usage(serve):
     with serve(engine) as url:
         sdk = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         stream = await sdk.chat.completions.create(
-            model="scripted-model", messages=HELLO, stream=True,
-            stream_options={"include_usage": True})
+            model="scripted-model",
+            messages=HELLO,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         chunks = [chunk async for chunk in stream]
         await sdk.close()
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -90,25 +105,32 @@ async def test_async_stream_sends_role_deltas_finish_then_usage(serve):
 
 def test_stream_without_include_usage_has_no_usage_chunk(serve):
     with serve(ScriptedEngine([Reply(text="ok")])) as url:
-        chunks = list(client(url).chat.completions.create(model="scripted-model",
-                                                          messages=HELLO, stream=True))
+        chunks = list(
+            client(url).chat.completions.create(model="scripted-model", messages=HELLO, stream=True)
+        )
     assert all(c.choices and c.usage is None for c in chunks)
 
 
 def test_two_parallel_tool_calls_without_streaming(serve):
-    reply = Reply(text="Reading both.", calls=[call("read_file", path="a.py"),
-                                               call("read_file", path="b.py")])
+    reply = Reply(
+        text="Reading both.", calls=[call("read_file", path="a.py"), call("read_file", path="b.py")]
+    )
     engine = ScriptedEngine([reply])
     with serve(engine) as url:
         done = client(url).chat.completions.create(
-            model="scripted-model", messages=HELLO, tools=TOOLS, parallel_tool_calls=True,
-            tool_choice={"type": "function", "function": {"name": "read_file"}})
+            model="scripted-model",
+            messages=HELLO,
+            tools=TOOLS,
+            parallel_tool_calls=True,
+            tool_choice={"type": "function", "function": {"name": "read_file"}},
+        )
     message = done.choices[0].message
     assert done.choices[0].finish_reason == "tool_calls"
-    calls = [(c.id, c.function.name, json.loads(c.function.arguments))
-             for c in message.tool_calls]
-    assert calls == [("call_1_0", "read_file", {"path": "a.py"}),
-                     ("call_1_1", "read_file", {"path": "b.py"})]
+    calls = [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls]
+    assert calls == [
+        ("call_1_0", "read_file", {"path": "a.py"}),
+        ("call_1_1", "read_file", {"path": "b.py"}),
+    ]
     sent = engine.requests[0]
     assert sent.tool_choice == "read_file"
     assert [(t.name, t.description) for t in sent.tools] == [("read_file", "Read a file")]
@@ -117,8 +139,11 @@ def test_two_parallel_tool_calls_without_streaming(serve):
 def test_tool_calls_stream_as_indexed_deltas(serve):
     reply = Reply(calls=[call("read_file", path="a.py"), call("read_file", path="b.py")])
     with serve(ScriptedEngine([reply])) as url:
-        chunks = list(client(url).chat.completions.create(
-            model="scripted-model", messages=HELLO, tools=TOOLS, stream=True))
+        chunks = list(
+            client(url).chat.completions.create(
+                model="scripted-model", messages=HELLO, tools=TOOLS, stream=True
+            )
+        )
     calls: dict[int, dict[str, str]] = {}
     for chunk in chunks:
         for delta in chunk.choices[0].delta.tool_calls or []:
@@ -137,26 +162,49 @@ def test_tool_calls_stream_as_indexed_deltas(serve):
 def test_history_with_tool_results_and_sampling_reach_the_engine(serve):
     engine = ScriptedEngine([Reply(text="done")])
     history = [
-        {"role": "system", "content": [{"type": "text", "text": "Be "}, {"type": "text",
-                                                                          "text": "brief."}]},
+        {
+            "role": "system",
+            "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}],
+        },
         {"role": "user", "content": "read a.py"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "read_file", "arguments": '{"path":"a.py"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path":"a.py"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "print(1)"},
     ]
     with serve(engine) as url:
         client(url).chat.completions.create(
-            model="scripted-model", messages=history, temperature=0.3, top_p=0.9,
-            max_tokens=12, stop="\n\n", seed=42)
+            model="scripted-model",
+            messages=history,
+            temperature=0.3,
+            top_p=0.9,
+            max_tokens=12,
+            stop="\n\n",
+            seed=42,
+        )
     sent = engine.requests[0]
     assert [m.role for m in sent.messages] == ["system", "user", "assistant", "tool"]
     assert sent.messages[0].content == "Be brief."
-    assert sent.messages[2].tool_calls == [ToolCall(id="c1", name="read_file",
-                                                    arguments='{"path":"a.py"}')]
+    assert sent.messages[2].tool_calls == [
+        ToolCall(id="c1", name="read_file", arguments='{"path":"a.py"}')
+    ]
     assert sent.messages[3].tool_call_id == "c1"
-    assert sent.sampling.model_dump() == {"temperature": 0.3, "top_p": 0.9, "top_k": None,
-                                          "max_tokens": 12, "stop": ["\n\n"], "seed": 42}
+    assert sent.sampling.model_dump() == {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "top_k": None,
+        "max_tokens": 12,
+        "stop": ["\n\n"],
+        "seed": 42,
+    }
     assert sent.model == "scripted-model"
     assert not sent.capture.logprobs
 
@@ -164,32 +212,39 @@ def test_history_with_tool_results_and_sampling_reach_the_engine(serve):
 def test_max_completion_tokens_and_stop_list(serve):
     engine = ScriptedEngine([Reply(text="x")])
     with serve(engine) as url:
-        client(url).chat.completions.create(model="scripted-model", messages=HELLO,
-                                            max_completion_tokens=5, stop=["a", "b"])
+        client(url).chat.completions.create(
+            model="scripted-model", messages=HELLO, max_completion_tokens=5, stop=["a", "b"]
+        )
     assert engine.requests[0].sampling.max_tokens == 5
     assert engine.requests[0].sampling.stop == ["a", "b"]
 
 
 def test_logprobs_when_asked(serve):
-    result = GenerationResult(text="ab", usage=Usage(3, 2),
-                              tokens=TokenTrace(completion_token_ids=[11, 12],
-                                                logprobs=[-0.5, -1.25]))
+    result = GenerationResult(
+        text="ab",
+        usage=Usage(3, 2),
+        tokens=TokenTrace(completion_token_ids=[11, 12], logprobs=[-0.5, -1.25]),
+    )
     with serve(ReplayEngine([result, result])) as url:
         sdk = client(url)
-        done = sdk.chat.completions.create(model="replay", messages=HELLO, logprobs=True,
-                                           top_logprobs=2)
+        done = sdk.chat.completions.create(
+            model="replay", messages=HELLO, logprobs=True, top_logprobs=2
+        )
         plain = sdk.chat.completions.create(model="replay", messages=HELLO)
     content = done.choices[0].logprobs.content
-    assert [(t.token, t.logprob) for t in content] == [("token_id:11", -0.5),
-                                                      ("token_id:12", -1.25)]
+    assert [(t.token, t.logprob) for t in content] == [
+        ("token_id:11", -0.5),
+        ("token_id:12", -1.25),
+    ]
     assert plain.choices[0].logprobs is None
 
 
 def test_logprobs_capture_is_requested_from_the_engine(serve):
     engine = ScriptedEngine([Reply(text="x")])
     with serve(engine) as url:
-        client(url).chat.completions.create(model="scripted-model", messages=HELLO,
-                                            logprobs=True, top_logprobs=3)
+        client(url).chat.completions.create(
+            model="scripted-model", messages=HELLO, logprobs=True, top_logprobs=3
+        )
     capture = engine.requests[0].capture
     assert (capture.logprobs, capture.token_ids, capture.top_logprobs) == (True, True, 3)
 
@@ -202,17 +257,21 @@ def test_n_above_one_is_a_bad_request(serve):
     assert engine.requests == []
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    (b'{"messages": [', None),
-    (b'{"messages": "hello"}', "messages"),
-    (b'{"messages": [{"role": "robot", "content": "x"}]}', "messages.0.role"),
-    (b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', "temperature"),
-    (b'{"messages": []}', "messages"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b'{"messages": [', None),
+        (b'{"messages": "hello"}', "messages"),
+        (b'{"messages": [{"role": "robot", "content": "x"}]}', "messages.0.role"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', "temperature"),
+        (b'{"messages": []}', "messages"),
+    ],
+)
 def test_invalid_requests_get_openai_errors(serve, body: bytes, param: str | None):
     with serve(ScriptedEngine([])) as url:
-        response = httpx.post(f"{url}/v1/chat/completions", content=body,
-                              headers={"content-type": "application/json"})
+        response = httpx.post(
+            f"{url}/v1/chat/completions", content=body, headers={"content-type": "application/json"}
+        )
     assert response.status_code == 400
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
@@ -230,25 +289,33 @@ def test_unknown_model_is_404_and_the_agent_needs_a_thread(serve):
         with pytest.raises(openai.BadRequestError) as agent:
             sdk.chat.completions.create(model="opencomposer-agent", messages=HELLO)
         with pytest.raises(openai.NotFoundError) as unknown:
-            sdk.chat.completions.create(model="opencomposer-agent", messages=HELLO,
-                                        extra_headers={"X-Opencomposer-Thread": "thr_nope"})
+            sdk.chat.completions.create(
+                model="opencomposer-agent",
+                messages=HELLO,
+                extra_headers={"X-Opencomposer-Thread": "thr_nope"},
+            )
     assert missing.value.body["code"] == "model_not_found"
     assert agent.value.body["code"] == "thread_required"
     assert unknown.value.body["code"] == "thread_not_found"
 
 
-@pytest.mark.parametrize(("error", "status", "code"), [
-    (ContextLengthExceeded("too long"), 400, "context_length_exceeded"),
-    (EngineUnavailable("no server"), 503, "engine_unavailable"),
-    (EngineTimeout("silent"), 504, "engine_timeout"),
-    (EngineServerError("crashed"), 502, "engine_server_error"),
-])
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (ContextLengthExceeded("too long"), 400, "context_length_exceeded"),
+        (EngineUnavailable("no server"), 503, "engine_unavailable"),
+        (EngineTimeout("silent"), 504, "engine_timeout"),
+        (EngineServerError("crashed"), 502, "engine_server_error"),
+    ],
+)
 @pytest.mark.parametrize("stream", [False, True])
-def test_engine_errors_map_to_statuses(serve, error: EngineError, status: int, code: str,
-                                       stream: bool):
+def test_engine_errors_map_to_statuses(
+    serve, error: EngineError, status: int, code: str, stream: bool
+):
     with serve(ScriptedEngine([Reply(error=error)])) as url:
-        response = httpx.post(f"{url}/v1/chat/completions",
-                              json={"messages": HELLO, "stream": stream})
+        response = httpx.post(
+            f"{url}/v1/chat/completions", json={"messages": HELLO, "stream": stream}
+        )
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
     assert response.json()["error"]["message"] == error.message
@@ -257,14 +324,18 @@ def test_engine_errors_map_to_statuses(serve, error: EngineError, status: int, c
 def test_failure_after_streaming_started_is_a_final_error_event(serve):
     reply = Reply(text="partial answer", error=EngineServerError("died"), fail_after=2)
     with serve(ScriptedEngine([reply, reply])) as url:
-        with httpx.stream("POST", f"{url}/v1/chat/completions",
-                          json={"messages": HELLO, "stream": True}) as response:
+        with httpx.stream(
+            "POST", f"{url}/v1/chat/completions", json={"messages": HELLO, "stream": True}
+        ) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")
             payloads = sse_payloads(response)
         with pytest.raises(openai.APIError, match="died"):
-            list(client(url).chat.completions.create(model="scripted-model",
-                                                     messages=HELLO, stream=True))
+            list(
+                client(url).chat.completions.create(
+                    model="scripted-model", messages=HELLO, stream=True
+                )
+            )
     assert payloads[-1] == "[DONE]"
     assert json.loads(payloads[-2])["error"]["code"] == "engine_server_error"
     assert json.loads(payloads[1])["choices"][0]["delta"] == {"content": "part"}
@@ -273,8 +344,9 @@ def test_failure_after_streaming_started_is_a_final_error_event(serve):
 def test_client_disconnect_mid_stream_closes_the_engine_stream(serve):
     engine = ScriptedEngine([Reply(text="never finishes", hang_after=2)])
     with serve(engine) as url:
-        with httpx.stream("POST", f"{url}/v1/chat/completions",
-                          json={"messages": HELLO, "stream": True}) as response:
+        with httpx.stream(
+            "POST", f"{url}/v1/chat/completions", json={"messages": HELLO, "stream": True}
+        ) as response:
             lines = response.iter_lines()
             while not next(lines).startswith('data: {"id"'):
                 pass
@@ -288,8 +360,12 @@ def test_bearer_token_guards_the_model_routes(tmp_path: Path):
     with live_server(ScriptedEngine([Reply(text="x")]), tmp_path, token="secret") as url:
         assert httpx.get(f"{url}/v1/models").status_code == 401
         sdk = openai.OpenAI(base_url=f"{url}/v1", api_key="secret", max_retries=0)
-        assert sdk.chat.completions.create(model="scripted-model",
-                                           messages=HELLO).choices[0].message.content == "x"
+        assert (
+            sdk.chat.completions.create(model="scripted-model", messages=HELLO)
+            .choices[0]
+            .message.content
+            == "x"
+        )
 
 
 # --------------------------------------------------------------------------- a real model
@@ -303,15 +379,24 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_embedded_tiny_model_answers_and_streams(serve, tiny_models_dir: Path):
-    settings = EngineSettings(model="tiny-moe", device="cpu", kv_cache_tokens=2048,
-                              speculative="none")
+    settings = EngineSettings(
+        model="tiny-moe", device="cpu", kv_cache_tokens=2048, speculative="none"
+    )
     with serve(EmbeddedEngine(settings, tiny_models_dir)) as url:
         sdk = client(url)
-        done = sdk.chat.completions.create(model="tiny-moe", messages=HELLO, max_tokens=4,
-                                           temperature=0, logprobs=True)
-        chunks = list(sdk.chat.completions.create(
-            model="tiny-moe", messages=HELLO, max_tokens=4, temperature=0, stream=True,
-            stream_options={"include_usage": True}))
+        done = sdk.chat.completions.create(
+            model="tiny-moe", messages=HELLO, max_tokens=4, temperature=0, logprobs=True
+        )
+        chunks = list(
+            sdk.chat.completions.create(
+                model="tiny-moe",
+                messages=HELLO,
+                max_tokens=4,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
     assert done.choices[0].finish_reason == "length"
     assert done.usage.completion_tokens == 4
     assert len(done.choices[0].logprobs.content) == 4

@@ -43,7 +43,9 @@ class Served:
 def serving(*args: str) -> Iterator[Served]:
     proc = subprocess.Popen(
         [CLI, "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
     try:
@@ -115,24 +117,33 @@ def test_auth_none_is_honoured_on_loopback_only():
         assert served.token is None and served.page is None
         assert served.get("/v1/threads").status_code == 200
         assert served.get("/v1/threads", Host="evil.example").status_code == 403
-    assert "server.auth = \"none\"" in served.proc.stderr.read()
-    refused = subprocess.run([CLI, "serve", "--port", "0", "--host", "0.0.0.0", "-c",
-                              'server.auth="none"'], capture_output=True, text=True, timeout=60)
+    assert 'server.auth = "none"' in served.proc.stderr.read()
+    refused = subprocess.run(
+        [CLI, "serve", "--port", "0", "--host", "0.0.0.0", "-c", 'server.auth="none"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2
     assert "accepted only on a loopback address" in refused.stderr
     assert "Traceback" not in refused.stderr
 
 
 def test_an_unusable_token_is_a_clear_error():
-    short = subprocess.run([CLI, "serve", "--port", "0", "-c", 'server.token="short"'],
-                           capture_output=True, text=True, timeout=60)
+    short = subprocess.run(
+        [CLI, "serve", "--port", "0", "-c", 'server.token="short"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert short.returncode == 1
     assert "server.token must be 16 to 512 characters" in " ".join(short.stderr.split())
     kept = paths.default_home() / "server-token"
     kept.parent.mkdir(parents=True, exist_ok=True)
     kept.write_text("has spaces in it and is not a token\n")
-    broken = subprocess.run([CLI, "serve", "--port", "0"], capture_output=True, text=True,
-                            timeout=60)
+    broken = subprocess.run(
+        [CLI, "serve", "--port", "0"], capture_output=True, text=True, timeout=60
+    )
     assert broken.returncode == 1
     assert "delete it to make a new one" in " ".join(broken.stderr.split())
     assert "Traceback" not in short.stderr + broken.stderr
@@ -143,8 +154,9 @@ def test_a_port_in_use_is_a_clear_error():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proc = subprocess.run([CLI, "serve", "--port", str(port)], capture_output=True,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            [CLI, "serve", "--port", str(port)], capture_output=True, text=True, timeout=30
+        )
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -155,8 +167,12 @@ def test_doctor_reports_who_may_call_the_server(tmp_path: Path):
     from opencomposer.serving.doctor import Check, check_server_auth
 
     made = check_server_auth(Settings(home=tmp_path))
-    assert made == Check("http auth", "ok", "bearer token required, on loopback too "
-                         f"({tmp_path / 'server-token'}); Host and Origin checked")
+    assert made == Check(
+        "http auth",
+        "ok",
+        "bearer token required, on loopback too "
+        f"({tmp_path / 'server-token'}); Host and Origin checked",
+    )
     configured = check_server_auth(Settings(home=tmp_path, server={"token": "x" * 20}))
     assert "(server.token)" in configured.detail
     open_local = check_server_auth(Settings(server={"auth": "none"}))

@@ -22,8 +22,9 @@ TIMEOUT_MS = 30_000
 @pytest.fixture
 def browser() -> Iterator["sync_api.Browser"]:
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox"])
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
         try:
             yield browser
         finally:
@@ -42,12 +43,15 @@ def open_page(browser: "sync_api.Browser", url: str) -> tuple["sync_api.Page", l
     return page, errors
 
 
-def test_a_turn_streams_into_the_page_and_survives_a_reload(tmp_path: Path, workspace: Path,
-                                                            browser) -> None:
+def test_a_turn_streams_into_the_page_and_survives_a_reload(
+    tmp_path: Path, workspace: Path, browser
+) -> None:
     expect = sync_api.expect
     request = "which files? <b>not bold</b>"
-    replies = [Reply(calls=[call("glob", pattern="*.py")], delay=0.02),
-               Reply(text="two python files: app.py and util.py", delay=0.02)]
+    replies = [
+        Reply(calls=[call("glob", pattern="*.py")], delay=0.02),
+        Reply(text="two python files: app.py and util.py", delay=0.02),
+    ]
     engine = ScriptedEngine(replies)
     with live_server(engine, tmp_path / "home", token=TOKEN) as url:
         page, errors = open_page(browser, url)
@@ -74,7 +78,8 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(tmp_path: Path, work
         expect(turn.locator(".item.search")).to_contain_text("glob")
         expect(turn.locator(".item.search code")).to_have_text("*.py")
         expect(turn.locator(".item.agent_message .text")).to_have_text(
-            "two python files: app.py and util.py")
+            "two python files: app.py and util.py"
+        )
         expect(turn.locator(".turn-footer")).to_contain_text("stop: ")
         expect(turn.locator(".turn-footer")).to_contain_text("2 model calls")
         expect(turn.locator(".turn-footer")).not_to_contain_text("null")  # absent parts
@@ -89,7 +94,8 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(tmp_path: Path, work
         page.reload()  # the token survives in sessionStorage; the hash reopens the thread
         turn = page.locator(".turn").first
         expect(turn.locator(".item.agent_message .text")).to_have_text(
-            "two python files: app.py and util.py")
+            "two python files: app.py and util.py"
+        )
         expect(turn.locator(".item.user_message .text")).to_have_text(request)
         expect(turn.locator(".item.search code")).to_have_text("*.py")
         expect(turn.locator(".turn-footer")).to_contain_text("completed")
@@ -100,9 +106,9 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(tmp_path: Path, work
         assert errors == []
 
 
-def test_the_printed_url_signs_the_page_in_and_leaves_no_token_behind(tmp_path: Path,
-                                                                      workspace: Path,
-                                                                      browser) -> None:
+def test_the_printed_url_signs_the_page_in_and_leaves_no_token_behind(
+    tmp_path: Path, workspace: Path, browser
+) -> None:
     expect = sync_api.expect
     with live_server(ScriptedEngine([]), tmp_path / "home", token=TOKEN) as url:
         page, errors = open_page(browser, f"{url}/?token={TOKEN}")
@@ -119,7 +125,8 @@ def test_the_printed_url_signs_the_page_in_and_leaves_no_token_behind(tmp_path: 
 
 
 def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
-        tmp_path: Path, workspace: Path, browser) -> None:
+    tmp_path: Path, workspace: Path, browser
+) -> None:
     expect = sync_api.expect
     engine = ScriptedEngine([Reply(text="I will look at every file in turn", hang_after=3)])
     with live_server(engine, tmp_path / "home") as url:
@@ -140,18 +147,23 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         assert errors == []
 
 
-def test_approvals_are_answered_from_the_page(tmp_path: Path, workspace: Path,
-                                              browser) -> None:
+def test_approvals_are_answered_from_the_page(tmp_path: Path, workspace: Path, browser) -> None:
     expect = sync_api.expect
     words = ["first", "second", "third", "fourth"]
-    replies = [*(Reply(calls=[call("run_terminal", command=f"echo {word}")]) for word in words),
-               Reply(text="ran three of the four")]
+    replies = [
+        *(Reply(calls=[call("run_terminal", command=f"echo {word}")]) for word in words),
+        Reply(text="ran three of the four"),
+    ]
     engine = ScriptedEngine(replies)
     with live_server(engine, tmp_path / "home") as url:
         # The page has no approval policy field: the thread is made over the API.
-        thread = httpx.post(f"{url}/v1/threads", json={
-            "workspace": str(workspace), "approval_policy": {"tools": {"run_terminal": "ask"}},
-        }).json()["thread"]
+        thread = httpx.post(
+            f"{url}/v1/threads",
+            json={
+                "workspace": str(workspace),
+                "approval_policy": {"tools": {"run_terminal": "ask"}},
+            },
+        ).json()["thread"]
         page, errors = open_page(browser, f"{url}/#thread={thread['id']}")
         page.fill("#request", "run them")
         page.click("#send")
@@ -163,9 +175,11 @@ def test_approvals_are_answered_from_the_page(tmp_path: Path, workspace: Path,
             approval = approvals.nth(n)
             expect(approval.locator(".summary")).to_have_text(f"echo {words[n]}")
             expect(approval.locator(".reason")).to_have_text(
-                "approval needed by the rule for tool run_terminal")
+                "approval needed by the rule for tool run_terminal"
+            )
             expect(approval.get_by_role("button")).to_have_text(
-                ["Approve", "Approve for this thread", "Deny"])
+                ["Approve", "Approve for this thread", "Deny"]
+            )
             approval.locator("input").fill(note)
             approval.get_by_role("button", name=button, exact=True).click()
             expect(approval.get_by_role("button")).to_have_count(0)
@@ -185,18 +199,32 @@ def test_approvals_are_answered_from_the_page(tmp_path: Path, workspace: Path,
         expect(approvals).to_have_count(3)
 
         page.reload()  # answered requests show their decisions, and no buttons
-        expect(page.locator(".item.approval_request .decision")).to_have_text([
-            "approved (by client)", "denied (by client) — not that one",
-            "approved for this thread (by client)"])
+        expect(page.locator(".item.approval_request .decision")).to_have_text(
+            [
+                "approved (by client)",
+                "denied (by client) — not that one",
+                "approved for this thread (by client)",
+            ]
+        )
         assert page.locator(".item.approval_request button").count() == 0
         assert errors == []
 
 
 def test_a_file_change_shows_its_diff(tmp_path: Path, workspace: Path, browser) -> None:
     expect = sync_api.expect
-    replies = [Reply(calls=[call("edit_file", path="app.py", old_string="print('hi')",
-                                 new_string="print('<b>hello</b>')")]),
-               Reply(text="edited")]
+    replies = [
+        Reply(
+            calls=[
+                call(
+                    "edit_file",
+                    path="app.py",
+                    old_string="print('hi')",
+                    new_string="print('<b>hello</b>')",
+                )
+            ]
+        ),
+        Reply(text="edited"),
+    ]
     with live_server(ScriptedEngine(replies), tmp_path / "home") as url:
         page, errors = open_page(browser, url)
         page.fill("#workspace", str(workspace))

@@ -71,8 +71,12 @@ class DeepseekV3Config:
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> "DeepseekV3Config":
-        unsupported = {"hidden_act": "silu", "attention_bias": False, "topk_method": "noaux_tc",
-                       "moe_layer_freq": 1}
+        unsupported = {
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "topk_method": "noaux_tc",
+            "moe_layer_freq": 1,
+        }
         for key, supported in unsupported.items():
             if config.get(key, supported) != supported:
                 raise ValueError(f"{key}={config[key]!r} is not supported (only {supported!r})")
@@ -100,10 +104,15 @@ class Router(nn.Module):
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         c = self.config
         return route_grouped_topk(
-            x.float() @ self.weight.float().T, top_k=c.num_experts_per_tok, n_group=c.n_group,
-            topk_group=c.topk_group, correction_bias=self.e_score_correction_bias,
-            scoring=c.scoring_func, norm_topk_prob=c.norm_topk_prob,
-            routed_scaling_factor=c.routed_scaling_factor)
+            x.float() @ self.weight.float().T,
+            top_k=c.num_experts_per_tok,
+            n_group=c.n_group,
+            topk_group=c.topk_group,
+            correction_bias=self.e_score_correction_bias,
+            scoring=c.scoring_func,
+            norm_topk_prob=c.norm_topk_prob,
+            routed_scaling_factor=c.routed_scaling_factor,
+        )
 
 
 class Experts(nn.Module):
@@ -147,10 +156,12 @@ class MoE(nn.Module):
     def __init__(self, config: DeepseekV3Config) -> None:
         super().__init__()
         self.gate = Router(config)
-        self.experts = Experts(config.n_routed_experts, config.hidden_size,
-                               config.moe_intermediate_size)
-        self.shared_experts = SwiGLU(config.hidden_size,
-                                     config.moe_intermediate_size * config.n_shared_experts)
+        self.experts = Experts(
+            config.n_routed_experts, config.hidden_size, config.moe_intermediate_size
+        )
+        self.shared_experts = SwiGLU(
+            config.hidden_size, config.moe_intermediate_size * config.n_shared_experts
+        )
 
     def forward(self, x: Tensor, ctx: ForwardContext) -> Tensor:
         weights, ids = self.gate(x)
@@ -163,14 +174,20 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: DeepseekV3Config, index: int, softmax_scale: float) -> None:
         super().__init__()
         self.self_attn = MultiHeadLatentAttention(
-            hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
-            q_lora_rank=config.q_lora_rank, kv_lora_rank=config.kv_lora_rank,
-            qk_nope_head_dim=config.qk_nope_head_dim, qk_rope_head_dim=config.qk_rope_head_dim,
-            v_head_dim=config.v_head_dim, softmax_scale=softmax_scale,
-            rope_interleave=config.rope_interleave)
+            hidden_size=config.hidden_size,
+            num_heads=config.num_attention_heads,
+            q_lora_rank=config.q_lora_rank,
+            kv_lora_rank=config.kv_lora_rank,
+            qk_nope_head_dim=config.qk_nope_head_dim,
+            qk_rope_head_dim=config.qk_rope_head_dim,
+            v_head_dim=config.v_head_dim,
+            softmax_scale=softmax_scale,
+            rope_interleave=config.rope_interleave,
+        )
         self.is_moe = index >= config.first_k_dense_replace
-        self.mlp = MoE(config) if self.is_moe else SwiGLU(config.hidden_size,
-                                                          config.intermediate_size)
+        self.mlp = (
+            MoE(config) if self.is_moe else SwiGLU(config.hidden_size, config.intermediate_size)
+        )
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -196,8 +213,9 @@ class MTPLayer(DecoderLayer):
         self.eh_proj = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
         self.shared_head = SharedHead(config)
 
-    def predict(self, embeds: Tensor, hidden: Tensor, ctx: ForwardContext, cos: Tensor,
-                sin: Tensor) -> Tensor:
+    def predict(
+        self, embeds: Tensor, hidden: Tensor, ctx: ForwardContext, cos: Tensor, sin: Tensor
+    ) -> Tensor:
         x = self.eh_proj(torch.cat([self.enorm(embeds), self.hnorm(hidden)], dim=-1))
         return self.shared_head.norm(self(x, ctx, cos, sin))
 
@@ -206,10 +224,12 @@ class DeepseekV3Model(nn.Module):
     def __init__(self, config: DeepseekV3Config) -> None:
         super().__init__()
         inv_freq, self.attention_factor, scale = rope_setup(
-            config.qk_rope_head_dim, config.rope, config.qk_nope_head_dim + config.qk_rope_head_dim)
+            config.qk_rope_head_dim, config.rope, config.qk_nope_head_dim + config.qk_rope_head_dim
+        )
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        layers: list[DecoderLayer] = [DecoderLayer(config, i, scale)
-                                      for i in range(config.num_hidden_layers)]
+        layers: list[DecoderLayer] = [
+            DecoderLayer(config, i, scale) for i in range(config.num_hidden_layers)
+        ]
         if config.num_nextn_predict_layers:
             layers.append(MTPLayer(config, config.num_hidden_layers, scale))
         self.layers = nn.ModuleList(layers)
@@ -223,7 +243,6 @@ class DeepseekV3Model(nn.Module):
 
 
 class DeepseekV3ForCausalLM(CausalLM):
-
     def __init__(self, config: DeepseekV3Config) -> None:
         super().__init__()
         self.config = config
@@ -240,7 +259,7 @@ class DeepseekV3ForCausalLM(CausalLM):
     def forward(self, input_ids: Tensor, ctx: ForwardContext) -> Tensor:
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rope(ctx.positions, x.dtype)
-        for layer in self.model.layers[:self.config.num_hidden_layers]:
+        for layer in self.model.layers[: self.config.num_hidden_layers]:
             x = layer(x, ctx, cos, sin)
         return self.model.norm(x)
 
@@ -259,8 +278,12 @@ class DeepseekV3ForCausalLM(CausalLM):
         weight = self.model.embed_tokens.weight
         for layer in self.model.layers:
             attn = layer.self_attn
-            attn.cache = torch.zeros(num_slots, attn.kv_lora_rank + attn.rope_dim,
-                                     dtype=dtype or weight.dtype, device=weight.device)
+            attn.cache = torch.zeros(
+                num_slots,
+                attn.kv_lora_rank + attn.rope_dim,
+                dtype=dtype or weight.dtype,
+                device=weight.device,
+            )
 
     def _skipped(self, name: str) -> bool:
         """Rotary caches, copies of the shared embedding/head, and MTP layers not built."""
@@ -270,8 +293,10 @@ class DeepseekV3ForCausalLM(CausalLM):
         if match is None or int(match[1]) < self.config.num_hidden_layers:
             return False
         mtp_index = int(match[1]) - self.config.num_hidden_layers
-        return mtp_index >= self.num_mtp_layers or match[2] in ("shared_head.head.weight",
-                                                                "embed_tokens.weight")
+        return mtp_index >= self.num_mtp_layers or match[2] in (
+            "shared_head.head.weight",
+            "embed_tokens.weight",
+        )
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
@@ -293,8 +318,9 @@ class DeepseekV3ForCausalLM(CausalLM):
             else:
                 raise KeyError(f"unknown weight {name!r} for {type(self).__name__}")
         if missing := sorted(expected - loaded):
-            shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if
-                                                len(missing) > 8 else "")
+            shown = ", ".join(missing[:8]) + (
+                f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            )
             raise KeyError(f"missing weights: {shown}")
 
 
@@ -302,6 +328,7 @@ def _copy(target: Tensor, tensor: Tensor, name: str) -> None:
     """Copy (casting the dtype) under the caller's no_grad; shapes must match exactly, since
     copy_ would broadcast a wrong one."""
     if target.shape != tensor.shape:
-        raise ValueError(f"{name!r} has shape {tuple(tensor.shape)}, "
-                         f"the model expects {tuple(target.shape)}")
+        raise ValueError(
+            f"{name!r} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}"
+        )
     target.copy_(tensor)

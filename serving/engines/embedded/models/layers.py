@@ -55,8 +55,7 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
     params["rope_type"] = params.get("rope_type", params.pop("type", "default"))
     params.setdefault("rope_theta", config.get("rope_theta", 10000.0))
     if params["rope_type"] == "llama3":
-        params.setdefault("original_max_position_embeddings",
-                          config.get("max_position_embeddings"))
+        params.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
     return params
 
 
@@ -90,8 +89,9 @@ def rope_inv_freq(head_dim: int, params: dict[str, Any]) -> Tensor:
     """[head_dim / 2] float32 inverse frequencies for `rope_parameters(config)`."""
     rope_type = params["rope_type"]
     if rope_type not in ROPE_SCALINGS:
-        raise ValueError(f"unsupported rope_type {rope_type!r} (supported: "
-                         f"{', '.join(ROPE_SCALINGS)})")
+        raise ValueError(
+            f"unsupported rope_type {rope_type!r} (supported: {', '.join(ROPE_SCALINGS)})"
+        )
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
     inv_freq = 1.0 / (params["rope_theta"] ** exponents)
     return ROPE_SCALINGS[rope_type](inv_freq, params)

@@ -74,7 +74,7 @@ class LlamaAttention(nn.Module):
         super().__init__()
         self.head_dim = config.head_dim
         self.num_kv_heads = config.num_key_value_heads
-        self.scale = config.head_dim ** -0.5
+        self.scale = config.head_dim**-0.5
         q_size = config.num_attention_heads * config.head_dim
         kv_size = config.num_key_value_heads * config.head_dim
         bias = config.attention_bias
@@ -114,7 +114,8 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers))
+            LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope))
 
@@ -127,7 +128,6 @@ class LlamaModel(nn.Module):
 
 
 class LlamaForCausalLM(CausalLM):
-
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
         self.config = config
@@ -151,14 +151,17 @@ class LlamaForCausalLM(CausalLM):
         missing = set(params)
         for name, tensor in weights:
             if name.endswith("rotary_emb.inv_freq") or (
-                    name == "lm_head.weight" and self.config.tie_word_embeddings):
+                name == "lm_head.weight" and self.config.tie_word_embeddings
+            ):
                 continue
             if name not in params:
                 raise ValueError(f"unknown weight {name!r} for {type(self).__name__}")
             param = params[name]
             if param.shape != tensor.shape:
-                raise ValueError(f"weight {name!r} has shape {tuple(tensor.shape)}, the model "
-                                 f"expects {tuple(param.shape)}")
+                raise ValueError(
+                    f"weight {name!r} has shape {tuple(tensor.shape)}, the model "
+                    f"expects {tuple(param.shape)}"
+                )
             with torch.no_grad():
                 param.copy_(tensor)
             missing.discard(name)

@@ -102,9 +102,19 @@ class MultiHeadLatentAttention(nn.Module):
     cache: Tensor
     """[num_slots, kv_lora_rank + qk_rope_head_dim]: normalized latent, then rotated k_pe."""
 
-    def __init__(self, *, hidden_size: int, num_heads: int, q_lora_rank: int | None,
-                 kv_lora_rank: int, qk_nope_head_dim: int, qk_rope_head_dim: int,
-                 v_head_dim: int, softmax_scale: float, rope_interleave: bool) -> None:
+    def __init__(
+        self,
+        *,
+        hidden_size: int,
+        num_heads: int,
+        q_lora_rank: int | None,
+        kv_lora_rank: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        softmax_scale: float,
+        rope_interleave: bool,
+    ) -> None:
         super().__init__()
         self.num_heads, self.q_lora_rank, self.kv_lora_rank = num_heads, q_lora_rank, kv_lora_rank
         self.nope_dim, self.rope_dim, self.v_dim = qk_nope_head_dim, qk_rope_head_dim, v_head_dim
@@ -119,14 +129,17 @@ class MultiHeadLatentAttention(nn.Module):
             # the config's rms_norm_eps says.
             self.q_a_layernorm = RMSNorm(q_lora_rank)
             self.q_b_proj = nn.Linear(q_lora_rank, q_dim, bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(hidden_size, kv_lora_rank + qk_rope_head_dim,
-                                            bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(
+            hidden_size, kv_lora_rank + qk_rope_head_dim, bias=False
+        )
         self.kv_a_layernorm = RMSNorm(kv_lora_rank)
-        self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim),
-                                   bias=False)
+        self.kv_b_proj = nn.Linear(
+            kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False
+        )
         self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_size, bias=False)
-        self.register_buffer("cache", torch.empty(0, kv_lora_rank + qk_rope_head_dim),
-                             persistent=False)
+        self.register_buffer(
+            "cache", torch.empty(0, kv_lora_rank + qk_rope_head_dim), persistent=False
+        )
 
     def forward(self, x: Tensor, ctx: ForwardContext, cos: Tensor, sin: Tensor) -> Tensor:
         """[T, hidden] normed states -> [T, hidden]; writes the new tokens' cache entries."""
@@ -135,16 +148,18 @@ class MultiHeadLatentAttention(nn.Module):
             q = self.q_proj(x)
         else:
             q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
-        q_nope, q_pe = q.view(tokens, self.num_heads, -1).split([self.nope_dim, self.rope_dim],
-                                                                dim=-1)
+        q_nope, q_pe = q.view(tokens, self.num_heads, -1).split(
+            [self.nope_dim, self.rope_dim], dim=-1
+        )
         latent, k_pe = self.kv_a_proj_with_mqa(x).split([self.kv_lora_rank, self.rope_dim], dim=-1)
         q_pe = self.rotate(q_pe, cos, sin)
         k_pe = self.rotate(k_pe.unsqueeze(1), cos, sin).squeeze(1)
         write_cache(self.cache, ctx, torch.cat([self.kv_a_layernorm(latent), k_pe], dim=-1))
 
         out = x.new_empty(tokens, self.num_heads, self.v_dim)
-        for index, ((start, new, total), slots) in enumerate(zip(ctx.runs(), ctx.gather_indices,
-                                                                  strict=True)):
+        for index, ((start, new, total), slots) in enumerate(
+            zip(ctx.runs(), ctx.gather_indices, strict=True)
+        ):
             entries = self.cache.index_select(0, slots).to(x.dtype)
             attend = self._absorbed if self._absorb(new, total) else self._naive
             run = slice(start, start + new)
@@ -163,24 +178,34 @@ class MultiHeadLatentAttention(nn.Module):
 
     def _naive(self, q_nope: Tensor, q_pe: Tensor, entries: Tensor, mask: Tensor) -> Tensor:
         latent, k_pe = entries.split([self.kv_lora_rank, self.rope_dim], dim=-1)
-        k_nope, values = self.kv_b_proj(latent).view(len(entries), self.num_heads, -1).split(
-            [self.nope_dim, self.v_dim], dim=-1)
+        k_nope, values = (
+            self.kv_b_proj(latent)
+            .view(len(entries), self.num_heads, -1)
+            .split([self.nope_dim, self.v_dim], dim=-1)
+        )
         keys = torch.cat([k_nope, k_pe.unsqueeze(1).expand(-1, self.num_heads, -1)], dim=-1)
         queries = torch.cat([q_nope, q_pe], dim=-1)
         out = F.scaled_dot_product_attention(
-            queries.transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1),
-            attn_mask=mask, scale=self.softmax_scale)
+            queries.transpose(0, 1),
+            keys.transpose(0, 1),
+            values.transpose(0, 1),
+            attn_mask=mask,
+            scale=self.softmax_scale,
+        )
         return out.transpose(0, 1)
 
     def _absorbed(self, q_nope: Tensor, q_pe: Tensor, entries: Tensor, mask: Tensor) -> Tensor:
         w_uk, w_uv = self.kv_b_proj.weight.view(self.num_heads, -1, self.kv_lora_rank).split(
-            [self.nope_dim, self.v_dim], dim=1)
+            [self.nope_dim, self.v_dim], dim=1
+        )
         # q_nope · (W_UK latent) = (q_nope W_UK) · latent: one MQA head of width c + r whose
         # keys are the cache entries themselves and whose values are the latents.
-        queries = torch.cat([torch.einsum("thn,hnc->htc", q_nope, w_uk),
-                             q_pe.transpose(0, 1)], dim=-1)
+        queries = torch.cat(
+            [torch.einsum("thn,hnc->htc", q_nope, w_uk), q_pe.transpose(0, 1)], dim=-1
+        )
         keys = entries.unsqueeze(0).expand(self.num_heads, -1, -1)
-        values = keys[..., :self.kv_lora_rank]
-        out_latent = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask,
-                                                    scale=self.softmax_scale)
+        values = keys[..., : self.kv_lora_rank]
+        out_latent = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask, scale=self.softmax_scale
+        )
         return torch.einsum("htc,hvc->thv", out_latent, w_uv)

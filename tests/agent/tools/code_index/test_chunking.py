@@ -38,7 +38,7 @@ PYTHON = dedent('''\
         print(Settings.from_file(Path("app.json")).describe())
     ''')
 
-TYPESCRIPT = dedent('''\
+TYPESCRIPT = dedent("""\
     import { Item } from "./item";
 
     export interface Cart {
@@ -64,9 +64,9 @@ TYPESCRIPT = dedent('''\
         this.carts.set(id, cart);
       }
     }
-    ''')
+    """)
 
-GO = dedent('''\
+GO = dedent("""\
     package worker
 
     import (
@@ -88,12 +88,12 @@ GO = dedent('''\
     \tj.Attempts++
     \ttime.Sleep(Backoff(j.Attempts))
     }
-    ''')
+    """)
 
 
 def lines(path: str, source: str, start: int, end: int, symbol: str | None) -> Chunk:
     """The chunk holding lines start..end of `source`, as chunk_file must cut it."""
-    return Chunk(path, start, end, "\n".join(source.split("\n")[start - 1:end]), symbol)
+    return Chunk(path, start, end, "\n".join(source.split("\n")[start - 1 : end]), symbol)
 
 
 def test_python_definitions_are_chunks_and_module_code_is_grouped() -> None:
@@ -169,7 +169,7 @@ def test_module_code_between_definitions_is_packed_up_to_the_limit() -> None:
 
 
 def test_markdown_is_cut_at_headings_and_fenced_hashes_are_not_headings() -> None:
-    source = dedent('''\
+    source = dedent("""\
         # Opencomposer
 
         An open coding-agent server.
@@ -185,7 +185,7 @@ def test_markdown_is_cut_at_headings_and_fenced_hashes_are_not_headings() -> Non
         ```
         ## Usage
         Open the editor.
-        ''')
+        """)
     assert chunk_file("README.md", source) == [
         lines("README.md", source, 1, 4, "Opencomposer"),
         lines("README.md", source, 6, 13, "Install"),
@@ -214,17 +214,21 @@ def test_empty_files_have_no_chunks_and_line_endings_are_normalised() -> None:
     assert chunk_file("empty.py", "") == []
     assert chunk_file("blank.yaml", " \n\t\n") == []
     assert chunk_file("crlf.py", "def f():\r\n    pass\r\n") == [
-        Chunk("crlf.py", 1, 2, "def f():\n    pass", "f")]
+        Chunk("crlf.py", 1, 2, "def f():\n    pass", "f")
+    ]
 
 
 def test_embedding_input_labels_the_text_with_path_and_symbol() -> None:
     assert embedding_input(Chunk("a/b.py", 3, 4, "def bar():\n    pass", "Foo.bar")) == (
-        "path: a/b.py\nsymbol: Foo.bar\ndef bar():\n    pass")
+        "path: a/b.py\nsymbol: Foo.bar\ndef bar():\n    pass"
+    )
     assert embedding_input(Chunk("a/b.py", 1, 1, "import os", None)) == "path: a/b.py\nimport os"
 
 
-@given(st.lists(st.sampled_from(["", "word", "  indented", "# heading", "```"]), max_size=80),
-       st.integers(min_value=1, max_value=30))
+@given(
+    st.lists(st.sampled_from(["", "word", "  indented", "# heading", "```"]), max_size=80),
+    st.integers(min_value=1, max_value=30),
+)
 def test_prose_chunks_cover_every_line_within_the_limit(rows: list[str], max_lines: int) -> None:
     source = "\n".join(rows)
     chunks = chunk_file("notes.md", source, max_lines)
@@ -232,5 +236,5 @@ def test_prose_chunks_cover_every_line_within_the_limit(rows: list[str], max_lin
     assert {n for n, row in enumerate(rows, 1) if row.strip()} <= covered
     for chunk in chunks:
         assert chunk.end_line - chunk.start_line < max_lines
-        assert chunk.text == "\n".join(rows[chunk.start_line - 1:chunk.end_line])
+        assert chunk.text == "\n".join(rows[chunk.start_line - 1 : chunk.end_line])
     assert chunks == chunk_file("notes.md", source, max_lines)

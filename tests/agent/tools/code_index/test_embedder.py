@@ -42,16 +42,27 @@ def test_find_model_needs_the_completed_pull(models_dir: Path, tmp_path: Path) -
     assert find_model(tmp_path) is None
 
 
-TINY = BertConfig(vocab_size=10, hidden_size=4, num_layers=1, num_heads=2, intermediate_size=8,
-                  max_positions=6, type_vocab_size=2, layer_norm_eps=1e-12)
+TINY = BertConfig(
+    vocab_size=10,
+    hidden_size=4,
+    num_layers=1,
+    num_heads=2,
+    intermediate_size=8,
+    max_positions=6,
+    type_vocab_size=2,
+    layer_norm_eps=1e-12,
+)
 
 
 def test_loading_names_a_missing_tensor(tmp_path: Path) -> None:
     tensors = {name: torch.zeros(shape) for name, shape in TINY.weight_shapes().items()}
     del tensors["encoder.layer.0.attention.self.key.bias"]
     save_file(tensors, tmp_path / "model.safetensors")
-    with pytest.raises(ModelFilesError, match=r"no tensor 'encoder\.layer\.0\.attention\.self"
-                                              r"\.key\.bias'"):
+    with pytest.raises(
+        ModelFilesError,
+        match=r"no tensor 'encoder\.layer\.0\.attention\.self"
+        r"\.key\.bias'",
+    ):
         load_weights(tmp_path / "model.safetensors", TINY)
 
 
@@ -60,7 +71,9 @@ def test_loading_names_a_misshapen_tensor(tmp_path: Path) -> None:
     tensors["embeddings.word_embeddings.weight"] = torch.zeros(11, 4)
     tensors["pooler.dense.weight"] = torch.zeros(4, 4)  # unused extras are fine
     save_file(tensors, tmp_path / "model.safetensors")
-    with pytest.raises(ModelFilesError,
-                       match=r"embeddings\.word_embeddings\.weight has shape \(11, 4\), "
-                             r"expected \(10, 4\)"):
+    with pytest.raises(
+        ModelFilesError,
+        match=r"embeddings\.word_embeddings\.weight has shape \(11, 4\), "
+        r"expected \(10, 4\)",
+    ):
         load_weights(tmp_path / "model.safetensors", TINY)

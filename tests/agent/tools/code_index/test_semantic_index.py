@@ -28,7 +28,7 @@ REPO = {
             settings.setdefault("port", 8080)
             return settings
         ''',
-    "app/auth.py": '''\
+    "app/auth.py": """\
         import hashlib
         import hmac
         import os
@@ -43,8 +43,8 @@ REPO = {
             salt, digest = stored[:16], stored[16:]
             candidate = hashlib.scrypt(password.encode(), salt=salt, n=2**14, r=8, p=1)
             return hmac.compare_digest(candidate, digest)
-        ''',
-    "app/db.py": '''\
+        """,
+    "app/db.py": """\
         import sqlite3
 
 
@@ -57,22 +57,22 @@ REPO = {
         def find_user(connection: sqlite3.Connection, email: str) -> tuple | None:
             return connection.execute(
                 "SELECT id, name FROM users WHERE email = ?", (email,)).fetchone()
-        ''',
-    "web/src/cart.ts": '''\
+        """,
+    "web/src/cart.ts": """\
         export interface Item { name: string; priceCents: number; quantity: number }
 
         export function cartTotal(items: Item[]): number {
           return items.reduce((sum, item) => sum + item.priceCents * item.quantity, 0);
         }
-        ''',
-    "web/src/api.ts": '''\
+        """,
+    "web/src/api.ts": """\
         export async function fetchUser(id: string): Promise<unknown> {
           const response = await fetch(`/api/users/${id}`);
           if (!response.ok) throw new Error(`HTTP ${response.status}`);
           return response.json();
         }
-        ''',
-    "worker/queue.go": '''\
+        """,
+    "worker/queue.go": """\
         package worker
 
         import "time"
@@ -88,12 +88,12 @@ REPO = {
         \t}
         \treturn err
         }
-        ''',
-    "docs/install.md": '''\
+        """,
+    "docs/install.md": """\
         # Installation
 
         Install the package with pip, then start the server with `app serve`.
-        ''',
+        """,
 }
 
 
@@ -135,16 +135,20 @@ class Spy:
         monkeypatch.setattr(embedder, "encode", recording)
 
 
-@pytest.mark.parametrize(("query", "path", "symbol"), [
-    ("where do we parse the config file", "app/config.py", "load_settings"),
-    ("check that a password is correct", "app/auth.py", "verify_password"),
-    ("look up a user by email in the database", "app/db.py", "find_user"),
-    ("total price of the shopping cart", "web/src/cart.ts", "cartTotal"),
-    ("retry a failing job with exponential backoff", "worker/queue.go", "RunWithRetry"),
-    ("how do I install it", "docs/install.md", "Installation"),
-])
+@pytest.mark.parametrize(
+    ("query", "path", "symbol"),
+    [
+        ("where do we parse the config file", "app/config.py", "load_settings"),
+        ("check that a password is correct", "app/auth.py", "verify_password"),
+        ("look up a user by email in the database", "app/db.py", "find_user"),
+        ("total price of the shopping cart", "web/src/cart.ts", "cartTotal"),
+        ("retry a failing job with exponential backoff", "worker/queue.go", "RunWithRetry"),
+        ("how do I install it", "docs/install.md", "Installation"),
+    ],
+)
 def test_natural_language_query_finds_the_right_chunk(
-        repo: Path, embedder: MiniLMEmbedder, query: str, path: str, symbol: str) -> None:
+    repo: Path, embedder: MiniLMEmbedder, query: str, path: str, symbol: str
+) -> None:
     index = open_index(repo, embedder)
     index.update()
     outcome = index.search(query, top_k=3)
@@ -162,15 +166,19 @@ def test_binary_and_oversized_files_are_skipped(repo: Path, embedder: MiniLMEmbe
 
 
 def test_update_reembeds_only_changed_files_and_drops_deleted_ones(
-        repo: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index = open_index(repo, embedder)
     index.update()
     spy = Spy(embedder, monkeypatch)
-    (repo / "app/db.py").write_text(dedent(REPO["app/db.py"]) + dedent('''
+    (repo / "app/db.py").write_text(
+        dedent(REPO["app/db.py"])
+        + dedent("""
 
         def delete_user(connection: sqlite3.Connection, user_id: int) -> None:
             connection.execute("DELETE FROM users WHERE id = ?", (user_id,))
-        '''))
+        """)
+    )
     (repo / "web/src/api.ts").unlink()
     (repo / "app/auth.py").write_text(dedent(REPO["app/auth.py"]))  # same bytes, new mtime
     assert stats(index.update()) == UpdateStats(7, 1, 4, 3 + 1, 0.0)
@@ -182,7 +190,8 @@ def test_update_reembeds_only_changed_files_and_drops_deleted_ones(
 
 
 def test_a_reopened_index_does_not_reembed_unchanged_files(
-        repo: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = open_index(repo, embedder)
     first.update()
     before = first.search("hash a password", top_k=5)
@@ -195,7 +204,8 @@ def test_a_reopened_index_does_not_reembed_unchanged_files(
 
 
 def test_a_crash_mid_update_keeps_finished_files_and_loses_nothing(
-        repo: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, embedder: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(semantic_index, "_GROUP_CHUNKS", 1)  # one transaction per file
     calls = 0
     encode = embedder.encode
@@ -229,8 +239,12 @@ def test_without_a_model_bm25_answers_and_says_why(repo: Path) -> None:
     assert (outcome.method, outcome.note) == ("lexical", NO_MODEL_NOTE)
     assert "opencomposer models pull all-minilm-l6-v2" in NO_MODEL_NOTE
     assert outcome.hits[0].chunk == Chunk(
-        "app/auth.py", 11, 14, dedent(REPO["app/auth.py"]).split("\n\n\n")[2].rstrip("\n"),
-        "verify_password")
+        "app/auth.py",
+        11,
+        14,
+        dedent(REPO["app/auth.py"]).split("\n\n\n")[2].rstrip("\n"),
+        "verify_password",
+    )
     top = index.search("cartTotal", top_k=1).hits[0].chunk  # `cart` alone is in two chunks
     assert (top.path, top.symbol) == ("web/src/cart.ts", "cartTotal")
     (repo / "app/auth.py").unlink()
@@ -240,13 +254,27 @@ def test_without_a_model_bm25_answers_and_says_why(repo: Path) -> None:
 
 def test_lexical_tokens_split_identifiers_and_keep_them_whole() -> None:
     assert tokenize("parseHTTPResponse2(load_config, i) where naïveCafé") == [
-        "parsehttpresponse2", "parse", "http", "response", "load_config", "load", "config",
-        "naïvecafé", "naïve", "café"]
+        "parsehttpresponse2",
+        "parse",
+        "http",
+        "response",
+        "load_config",
+        "load",
+        "config",
+        "naïvecafé",
+        "naïve",
+        "café",
+    ]
 
 
 def test_bm25_takes_documents_in_and_out() -> None:
-    index = BM25Index([(1, "def load_config(path)"), (2, "print(load_config(path), flush=True)"),
-                       (3, "def save(data)")])
+    index = BM25Index(
+        [
+            (1, "def load_config(path)"),
+            (2, "print(load_config(path), flush=True)"),
+            (3, "def save(data)"),
+        ]
+    )
     assert [doc for doc, _ in index.search("loadConfig", top_k=5)] == [1, 2]  # shorter first
     index.remove(1)
     index.add(3, "def load_config_file(path)")
@@ -256,13 +284,16 @@ def test_bm25_takes_documents_in_and_out() -> None:
 
 @pytest.mark.parametrize("model", [True, False])
 def test_path_prefix_limits_hits_to_a_folder_or_file(
-        repo: Path, embedder: MiniLMEmbedder, model: bool) -> None:
+    repo: Path, embedder: MiniLMEmbedder, model: bool
+) -> None:
     index = open_index(repo, embedder if model else None)
     index.update()
-    for prefix, allowed in [("web", {"web/src/cart.ts", "web/src/api.ts"}),
-                            ("./web/src/", {"web/src/cart.ts", "web/src/api.ts"}),
-                            ("app/db.py", {"app/db.py"}),
-                            ("we", set())]:
+    for prefix, allowed in [
+        ("web", {"web/src/cart.ts", "web/src/api.ts"}),
+        ("./web/src/", {"web/src/cart.ts", "web/src/api.ts"}),
+        ("app/db.py", {"app/db.py"}),
+        ("we", set()),
+    ]:
         hits = index.search("user price password settings", top_k=20, path_prefix=prefix).hits
         assert {hit.chunk.path for hit in hits} == allowed
     assert len(index.search("user", top_k=2, path_prefix=".").hits) == 2

@@ -49,11 +49,7 @@ FILES = {
         "  close(): void {}\n"
         "}\n"
     ),
-    "lib/util.go": (
-        "package lib\n"
-        "\n"
-        "func GetFile(path string) string { return path }\n"
-    ),
+    "lib/util.go": ("package lib\n\nfunc GetFile(path string) string { return path }\n"),
     "scripts/build.sh": "build() {\n  echo build\n}\n",
     "node_modules/pkg/index.js": "function get_file() {}\n",
     "generated/out.py": "def get_file():\n    pass\n",
@@ -69,9 +65,15 @@ def gitignore_lister(root: Path) -> Callable[[], list[Path]]:
     def list_files() -> list[Path]:
         ignore = root / ".gitignore"
         patterns = [p.rstrip("/") for p in ignore.read_text().split()] if ignore.exists() else []
-        return [path for path in sorted(root.rglob("*")) if path.is_file() and not any(
-            part in (".git", "node_modules") or any(fnmatch(part, p) for p in patterns)
-            for part in path.relative_to(root).parts)]
+        return [
+            path
+            for path in sorted(root.rglob("*"))
+            if path.is_file()
+            and not any(
+                part in (".git", "node_modules") or any(fnmatch(part, p) for p in patterns)
+                for part in path.relative_to(root).parts
+            )
+        ]
 
     return list_files
 
@@ -96,8 +98,9 @@ def symbol(root: Path, relative: str, name: str) -> Symbol:
     """The symbol as the outline of the file on disk gives it."""
     spec = language_for(relative)
     assert spec is not None
-    found = [s for s in outline(relative, (root / relative).read_bytes(), spec.name)
-             if s.name == name]
+    found = [
+        s for s in outline(relative, (root / relative).read_bytes(), spec.name) if s.name == name
+    ]
     assert len(found) == 1, found
     return found[0]
 
@@ -119,7 +122,8 @@ def test_build_indexes_listed_supported_files(tree: Path) -> None:
 
 
 def test_search_ranks_exact_then_case_then_prefix_then_initials_then_substring(
-        index: SymbolIndex, tree: Path) -> None:
+    index: SymbolIndex, tree: Path
+) -> None:
     assert index.search("get_file") == [
         symbol(tree, "src/app.py", "get_file"),  # exact
         symbol(tree, "src/app.py", "GET_FILE"),  # case-insensitive exact
@@ -132,7 +136,8 @@ def test_search_ranks_exact_then_case_then_prefix_then_initials_then_substring(
 
 
 def test_search_matches_word_initials_of_snake_and_camel_case(
-        index: SymbolIndex, tree: Path) -> None:
+    index: SymbolIndex, tree: Path
+) -> None:
     assert index.search("gfn") == [
         symbol(tree, "src/app.py", "get_file_name"),
         symbol(tree, "src/web/client.ts", "getFileName"),
@@ -170,8 +175,10 @@ def test_update_applies_modified_deleted_and_created_files(index: SymbolIndex, t
     (tree / "src/app.py").write_text("def renamed():\n    pass\n")
     (tree / "lib/util.go").unlink()
     (tree / "src/new.py").write_text("class Fresh:\n    pass\n")
-    stats = index.update(changed=[tree / "src/app.py", tree / "src/new.py", tree / "README.md"],
-                         deleted=[tree / "lib/util.go"])
+    stats = index.update(
+        changed=[tree / "src/app.py", tree / "src/new.py", tree / "README.md"],
+        deleted=[tree / "lib/util.go"],
+    )
     assert stats == IndexStats(files=4, symbols=6, seconds=stats.seconds, parsed=2, too_large=0)
     assert index.search("get_file") == [symbol(tree, "src/web/client.ts", "getFileName")]
     assert index.search("renamed") == [symbol(tree, "src/app.py", "renamed")]
@@ -186,8 +193,10 @@ def test_update_drops_a_changed_file_that_is_gone(index: SymbolIndex, tree: Path
 
 
 def test_update_skips_files_whose_content_did_not_change(index: SymbolIndex, tree: Path) -> None:
-    indexed = [tree / relative for relative in ("src/app.py", "src/web/client.ts", "lib/util.go",
-                                                "scripts/build.sh")]
+    indexed = [
+        tree / relative
+        for relative in ("src/app.py", "src/web/client.ts", "lib/util.go", "scripts/build.sh")
+    ]
     for path in indexed:  # new mtimes, same bytes
         path.write_bytes(path.read_bytes())
     stats = index.update(changed=indexed)
@@ -195,7 +204,8 @@ def test_update_skips_files_whose_content_did_not_change(index: SymbolIndex, tre
 
 
 def test_files_over_the_size_limit_are_counted_not_parsed(
-        tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(symbol_index, "MAX_FILE_BYTES", 200)  # only app.py (331 bytes) is over
     index = SymbolIndex(tree, gitignore_lister(tree))
     stats = index.build()
@@ -240,16 +250,18 @@ async def test_watch_applies_changes_made_on_disk(index: SymbolIndex, tree: Path
     async with watching(index):
         app = tree / "src/app.py"
         app.write_text(app.read_text() + "\n\ndef added_later():\n    pass\n")
-        await eventually(lambda: index.search("added_later") == [
-            symbol(tree, "src/app.py", "added_later")])
+        await eventually(
+            lambda: index.search("added_later") == [symbol(tree, "src/app.py", "added_later")]
+        )
 
         (tree / "lib/util.go").unlink()
         await eventually(lambda: index.search("GetFile", path_prefix="lib") == [])
 
         (tree / "src/pkg").mkdir()
         (tree / "src/pkg/fresh.py").write_text("def fresh_start():\n    pass\n")
-        await eventually(lambda: index.search("fresh_start") == [
-            symbol(tree, "src/pkg/fresh.py", "fresh_start")])
+        await eventually(
+            lambda: index.search("fresh_start") == [symbol(tree, "src/pkg/fresh.py", "fresh_start")]
+        )
 
 
 async def test_watch_leaves_ignored_files_out(tree: Path) -> None:
@@ -267,8 +279,9 @@ async def test_watch_leaves_ignored_files_out(tree: Path) -> None:
         (tree / "node_modules/pkg/new.js").write_text("function ignored_dependency() {}\n")
         (tree / "generated/new.py").write_text("def ignored_output():\n    pass\n")
         (tree / "src/control.py").write_text("def control():\n    pass\n")
-        await eventually(lambda: index.search("control") == [
-            symbol(tree, "src/control.py", "control")])
+        await eventually(
+            lambda: index.search("control") == [symbol(tree, "src/control.py", "control")]
+        )
         assert index.search("ignored") == []
         (tree / "src/control.py").unlink()
         await eventually(lambda: index.search("control") == [])
@@ -289,19 +302,25 @@ async def test_watch_follows_gitignore_edits(index: SymbolIndex, tree: Path) -> 
         assert index.symbols_in(Path("src/app.py")) == []
 
         (tree / ".gitignore").write_text("")
-        await eventually(lambda: index.search("get_file", path_prefix="generated") == [
-            symbol(tree, "generated/out.py", "get_file")])
+        await eventually(
+            lambda: (
+                index.search("get_file", path_prefix="generated")
+                == [symbol(tree, "generated/out.py", "get_file")]
+            )
+        )
         assert index.search("HTTPServer") == [symbol(tree, "src/app.py", "HTTPServer")]
 
 
 async def test_watch_indexes_a_folder_moved_in(
-        index: SymbolIndex, tree: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    index: SymbolIndex, tree: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     outside = tmp_path_factory.mktemp("outside")
     (outside / "vendor").mkdir()
     (outside / "vendor/moved.py").write_text("def moved_in():\n    pass\n")
     async with watching(index):
         os.rename(outside / "vendor", tree / "vendor")
-        await eventually(lambda: index.search("moved_in") == [
-            symbol(tree, "vendor/moved.py", "moved_in")])
+        await eventually(
+            lambda: index.search("moved_in") == [symbol(tree, "vendor/moved.py", "moved_in")]
+        )
         os.rename(tree / "vendor", outside / "vendor")
         await eventually(lambda: index.search("moved_in") == [])

@@ -40,8 +40,9 @@ from opencomposer.agent.tools.editing.patch_format import PatchError
 from opencomposer.agent.tools.editing.patch_parse import parse_patch
 from opencomposer.agent.tools.editing.patch_plan import plan_patch
 
-SOURCE = ("class A:\n    def f(self):\n        return 1\n\n"
-          "class B:\n    def f(self):\n        return 1\n")
+SOURCE = (
+    "class A:\n    def f(self):\n        return 1\n\nclass B:\n    def f(self):\n        return 1\n"
+)
 
 
 def ours(patch: str, files: dict[str, str]) -> dict[str, str]:
@@ -80,35 +81,105 @@ SAME = {
     "add": (codex("*** Add File: docs/a.md", "+# Title", "+", "+Body ✓"), {}),
     "add empty": (codex("*** Add File: empty.txt"), {}),
     "delete": (codex("*** Delete File: a.py"), {"a.py": SOURCE}),
-    "update": (codex("*** Update File: a.py", "@@ class A:", "     def f(self):",
-                     "-        return 1", "+        return 2"), {"a.py": SOURCE}),
-    "first hunk without @@": (codex("*** Update File: a.py", " class A:", "     def f(self):",
-                                    "-        return 1", "+        x = 1", "+        return x"),
-                              {"a.py": SOURCE}),
-    "anchor without indentation": (codex("*** Update File: a.py", "@@ def g(self):",
-                                         "-        return 1", "+        return 2"),
-                                   {"a.py": SOURCE.replace("B:\n    def f", "B:\n    def g")}),
-    "several hunks": (codex("*** Update File: a.py", "@@", " class A:", "-    def f(self):",
-                            "+    def g(self):", "@@ class B:", "-    def f(self):",
-                            "+    def h(self):"), {"a.py": SOURCE}),
-    "move and change": (codex("*** Update File: a.py", "*** Move to: pkg/b.py", "@@ class B:",
-                              "-        return 1", "+        return 3"), {"a.py": SOURCE}),
-    "end of file": (codex("*** Update File: a.py", "@@", "-        return 1",
-                          "+        return 4", "*** End of File"), {"a.py": SOURCE}),
-    "blank line between hunks": (codex("*** Update File: a.py", "@@", "-class A:", "+class A0:",
-                                       "", "@@", "-class B:", "+class B0:"), {"a.py": SOURCE}),
-    "append without context": (codex("*** Update File: a.py", "+", "+class C:", "+    pass"),
-                               {"a.py": SOURCE}),
+    "update": (
+        codex(
+            "*** Update File: a.py",
+            "@@ class A:",
+            "     def f(self):",
+            "-        return 1",
+            "+        return 2",
+        ),
+        {"a.py": SOURCE},
+    ),
+    "first hunk without @@": (
+        codex(
+            "*** Update File: a.py",
+            " class A:",
+            "     def f(self):",
+            "-        return 1",
+            "+        x = 1",
+            "+        return x",
+        ),
+        {"a.py": SOURCE},
+    ),
+    "anchor without indentation": (
+        codex("*** Update File: a.py", "@@ def g(self):", "-        return 1", "+        return 2"),
+        {"a.py": SOURCE.replace("B:\n    def f", "B:\n    def g")},
+    ),
+    "several hunks": (
+        codex(
+            "*** Update File: a.py",
+            "@@",
+            " class A:",
+            "-    def f(self):",
+            "+    def g(self):",
+            "@@ class B:",
+            "-    def f(self):",
+            "+    def h(self):",
+        ),
+        {"a.py": SOURCE},
+    ),
+    "move and change": (
+        codex(
+            "*** Update File: a.py",
+            "*** Move to: pkg/b.py",
+            "@@ class B:",
+            "-        return 1",
+            "+        return 3",
+        ),
+        {"a.py": SOURCE},
+    ),
+    "end of file": (
+        codex(
+            "*** Update File: a.py",
+            "@@",
+            "-        return 1",
+            "+        return 4",
+            "*** End of File",
+        ),
+        {"a.py": SOURCE},
+    ),
+    "blank line between hunks": (
+        codex(
+            "*** Update File: a.py",
+            "@@",
+            "-class A:",
+            "+class A0:",
+            "",
+            "@@",
+            "-class B:",
+            "+class B0:",
+        ),
+        {"a.py": SOURCE},
+    ),
+    "append without context": (
+        codex("*** Update File: a.py", "+", "+class C:", "+    pass"),
+        {"a.py": SOURCE},
+    ),
     "into an empty file": (codex("*** Update File: a.py", "+x"), {"a.py": ""}),
     "delete everything": (codex("*** Update File: a.py", "-a", "-b"), {"a.py": "a\nb\n"}),
-    "whitespace around markers": ("  *** Begin Patch\n *** Update File: a.py \n@@\n-a\n+b\n"
-                                  "*** End Patch  \n", {"a.py": "a\n"}),
-    "many files": (codex("*** Add File: n.txt", "+new", "*** Update File: a.py", "@@",
-                         "-a", "+A", "*** Delete File: old.txt", "*** Update File: c.py",
-                         "*** Move to: d.py", "@@", " keep", "-drop"),
-                   {"a.py": "a\n", "old.txt": "x\n", "c.py": "keep\ndrop\n"}),
-    "unicode": (codex("*** Update File: u.txt", " 🐍 𝄞", "-é", "+e\u0301"),
-                {"u.txt": "🐍 𝄞\né\n"}),
+    "whitespace around markers": (
+        "  *** Begin Patch\n *** Update File: a.py \n@@\n-a\n+b\n*** End Patch  \n",
+        {"a.py": "a\n"},
+    ),
+    "many files": (
+        codex(
+            "*** Add File: n.txt",
+            "+new",
+            "*** Update File: a.py",
+            "@@",
+            "-a",
+            "+A",
+            "*** Delete File: old.txt",
+            "*** Update File: c.py",
+            "*** Move to: d.py",
+            "@@",
+            " keep",
+            "-drop",
+        ),
+        {"a.py": "a\n", "old.txt": "x\n", "c.py": "keep\ndrop\n"},
+    ),
+    "unicode": (codex("*** Update File: u.txt", " 🐍 𝄞", "-é", "+e\u0301"), {"u.txt": "🐍 𝄞\né\n"}),
 }
 
 
@@ -122,17 +193,21 @@ def test_same_result_as_codex(case: str) -> None:
 
 
 def test_ambiguous_context_is_refused_not_guessed() -> None:
-    patch = codex("*** Update File: a.py", "     def f(self):", "-        return 1",
-                  "+        return 2")
+    patch = codex(
+        "*** Update File: a.py", "     def f(self):", "-        return 1", "+        return 2"
+    )
     assert theirs(patch, {"a.py": SOURCE})["a.py"] == SOURCE.replace("return 1", "return 2", 1)
     with pytest.raises(PatchError, match="match in 2 places"):
         ours(patch, {"a.py": SOURCE})
 
 
-@pytest.mark.parametrize("file", [
-    "  x = 'a'\n",  # leading whitespace differs
-    "x = \u2018a\u2019\n",  # typographic quotes
-])
+@pytest.mark.parametrize(
+    "file",
+    [
+        "  x = 'a'\n",  # leading whitespace differs
+        "x = \u2018a\u2019\n",  # typographic quotes
+    ],
+)
 def test_no_fuzzy_matching_beyond_trailing_whitespace(file: str) -> None:
     patch = codex("*** Update File: a.py", "-x = 'a'", "+x = 'b'")
     assert theirs(patch, {"a.py": file})["a.py"] == "x = 'b'\n"
@@ -159,12 +234,20 @@ def test_crlf_file_stays_crlf() -> None:
     assert ours(patch, {"a.py": "a\r\nb\r\nd\r\n"})["a.py"] == "a\r\nc\r\nd\r\n"
 
 
-@pytest.mark.parametrize(("patch", "files"), [
-    (codex("*** Add File: a.py", "+x"), {"a.py": "old\n"}),
-    (codex("*** Update File: a.py", "*** Move to: b.py", "-a", "+x"), {"a.py": "a\n", "b.py": ""}),
-    (codex("*** Update File: a.py", "-a", "+x", "*** Update File: a.py", "-b", "+y"),
-     {"a.py": "a\nb\n"}),
-])
+@pytest.mark.parametrize(
+    ("patch", "files"),
+    [
+        (codex("*** Add File: a.py", "+x"), {"a.py": "old\n"}),
+        (
+            codex("*** Update File: a.py", "*** Move to: b.py", "-a", "+x"),
+            {"a.py": "a\n", "b.py": ""},
+        ),
+        (
+            codex("*** Update File: a.py", "-a", "+x", "*** Update File: a.py", "-b", "+y"),
+            {"a.py": "a\nb\n"},
+        ),
+    ],
+)
 def test_conflicting_operations_are_refused(patch: str, files: dict[str, str]) -> None:
     theirs(patch, files)
     with pytest.raises(PatchError):
@@ -174,19 +257,41 @@ def test_conflicting_operations_are_refused(patch: str, files: dict[str, str]) -
 def test_added_lines_under_an_anchor_go_after_it() -> None:
     patch = codex("*** Update File: a.py", "@@ class A:", "+    x = 1")
     assert theirs(patch, {"a.py": SOURCE})["a.py"] == SOURCE + "    x = 1\n"
-    assert ours(patch, {"a.py": SOURCE})["a.py"] == SOURCE.replace("class A:\n",
-                                                                   "class A:\n    x = 1\n")
+    assert ours(patch, {"a.py": SOURCE})["a.py"] == SOURCE.replace(
+        "class A:\n", "class A:\n    x = 1\n"
+    )
 
 
-@pytest.mark.parametrize(("patch", "expected"), [
-    (codex("*** Update File: a.py", "@@ class B:", "@@     def f(self):", "-        return 1",
-           "+        return 2"), SOURCE[:-2] + "2\n"),
-    (codex("*** Update File: a.py", "@@ -6,2 +6,2 @@", "     def f(self):", "-        return 1",
-           "+        return 2"), SOURCE[:-2] + "2\n"),
-    (codex("*** Update File: a.py", "*** Move to: b.py"), SOURCE),
-    ("```\n" + codex("*** Update File: a.py", "-class A:", "+class Z:") + "\n```",
-     SOURCE.replace("class A", "class Z")),
-])
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        (
+            codex(
+                "*** Update File: a.py",
+                "@@ class B:",
+                "@@     def f(self):",
+                "-        return 1",
+                "+        return 2",
+            ),
+            SOURCE[:-2] + "2\n",
+        ),
+        (
+            codex(
+                "*** Update File: a.py",
+                "@@ -6,2 +6,2 @@",
+                "     def f(self):",
+                "-        return 1",
+                "+        return 2",
+            ),
+            SOURCE[:-2] + "2\n",
+        ),
+        (codex("*** Update File: a.py", "*** Move to: b.py"), SOURCE),
+        (
+            "```\n" + codex("*** Update File: a.py", "-class A:", "+class Z:") + "\n```",
+            SOURCE.replace("class A", "class Z"),
+        ),
+    ],
+)
 def test_forms_codex_rejects(patch: str, expected: str) -> None:
     with pytest.raises(RuntimeError):
         theirs(patch, {"a.py": SOURCE})
@@ -219,8 +324,9 @@ def test_an_update_that_changes_nothing_is_refused() -> None:
 
 # ---------------------------------------------------------------------- generated patches
 
-LINES = st.lists(st.sampled_from([f"{word}\n" for word in "abcdefgh"] + ["\n", "    i\n"]),
-                 max_size=16)
+LINES = st.lists(
+    st.sampled_from([f"{word}\n" for word in "abcdefgh"] + ["\n", "    i\n"]), max_size=16
+)
 
 
 def as_codex(diff: list[str]) -> list[list[str]]:

@@ -14,6 +14,7 @@ class Judged(NamedTuple):
     reasons: list[str]
     commands: list[str]
 
+
 READ = ActionClass.read_only
 WRITES = ActionClass.writes_workspace
 NETWORK = ActionClass.network
@@ -130,7 +131,7 @@ CASES = [
     ("for ((i = 0; i < 3; i++)); do echo $i; done", READ),
     ("for f in *.py; do wc -l $f; done", READ),
     ("if [[ -d x ]]; then ls; elif true; then :; else curl y; fi", NETWORK),
-    ("while read -r l; do echo \"$l\"; done < f", READ),
+    ('while read -r l; do echo "$l"; done < f', READ),
     ("select x in a b; do rm -rf /; done", DANGEROUS),
     ("! grep -q x f", READ),
     ("f() { ls; }; f > out", WRITES),
@@ -243,9 +244,7 @@ def test_every_rule_family_is_covered() -> None:
         ),
         (
             "$EDITOR x",
-            Judged(
-                WRITES, ["the command name $EDITOR is computed when it runs"], ["$EDITOR"]
-            ),
+            Judged(WRITES, ["the command name $EDITOR is computed when it runs"], ["$EDITOR"]),
         ),
         (
             "curl x 2>/dev/null | sh 2>&1",
@@ -269,7 +268,10 @@ def test_reasons_and_commands(command: str, expected: Judged) -> None:
 
 def test_argv_of_each_command_for_approval_rules() -> None:
     assert classify_command("sudo git push -f && ls 'a b' | wc -l").argvs == [
-        ["sudo", "git", "push", "-f"], ["git", "push", "-f"], ["ls", "a b"], ["wc", "-l"]
+        ["sudo", "git", "push", "-f"],
+        ["git", "push", "-f"],
+        ["ls", "a b"],
+        ["wc", "-l"],
     ]
 
 

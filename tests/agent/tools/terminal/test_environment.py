@@ -52,8 +52,9 @@ def test_an_agent_handle_passes_only_by_its_exact_name() -> None:
 
 def test_configured_secret_names_are_never_passed_and_always_masked() -> None:
     base = {"PATH": "/usr/bin", "internal_ref": "plain-but-secret", "NPM_TOKEN": "npm-abc-123"}
-    env, masked = scrub_environment(base, secret_names=["INTERNAL_REF"],
-                                    passed=["internal_ref", "NPM_TOKEN"])
+    env, masked = scrub_environment(
+        base, secret_names=["INTERNAL_REF"], passed=["internal_ref", "NPM_TOKEN"]
+    )
     assert env == {"PATH": "/usr/bin", "NPM_TOKEN": "npm-abc-123", **NON_INTERACTIVE}
     # A configured variable reaches commands, yet its credential-looking value stays masked.
     assert masked == ["plain-but-secret", "npm-abc-123"]

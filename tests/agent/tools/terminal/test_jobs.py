@@ -51,8 +51,11 @@ def timeless(result: CommandResult) -> CommandResult:
 
 def our_cgroups() -> list[Path]:
     """Cgroups this test process has made and not removed (none where it makes none)."""
-    return [child for parent in find_cgroups().folders
-            for child in parent.glob(f"{PREFIX}{os.getpid()}-*")]
+    return [
+        child
+        for parent in find_cgroups().folders
+        for child in parent.glob(f"{PREFIX}{os.getpid()}-*")
+    ]
 
 
 # ---------------------------------------------------------------------------- results
@@ -328,8 +331,9 @@ async def test_live_output_is_streamed_by_line_and_masked(make_jobs, workspace: 
     jobs = make_jobs(secrets=("sekrit-value-123",))
     script = "printf 'a\\nsekrit-'; sleep 0.02; printf 'value-123\\n'; echo b >&2; printf tail"
     async with asyncio.timeout(10):
-        await jobs.run(script, cwd=workspace,
-                       on_output=lambda stream, text: seen.append((stream, text)))
+        await jobs.run(
+            script, cwd=workspace, on_output=lambda stream, text: seen.append((stream, text))
+        )
     stdout = "".join(text for stream, text in seen if stream == "stdout")
     assert stdout == "a\n[REDACTED]\ntail"
     assert [entry for entry in seen if entry[0] == "stderr"] == [("stderr", "b\n")]

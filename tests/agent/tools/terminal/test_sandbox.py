@@ -209,10 +209,17 @@ async def test_git_reads_work_and_writes_fail(
     subprocess.run(["git", "commit", "-qm", "first"], cwd=repository, env=env, check=True)
     reads = "echo b > f && git status --short && git diff --name-only && git log --format=%s"
     assert await run(sandbox, reads, repository, env=GIT_ENV) == (0, " M f\nf\nfirst\n", "")
-    code, _, err = await run(sandbox, "git commit -qam second && git branch topic", repository,
-                             env=GIT_ENV)
-    log = subprocess.run(["git", "log", "--format=%s"], cwd=repository, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    code, _, err = await run(
+        sandbox, "git commit -qam second && git branch topic", repository, env=GIT_ENV
+    )
+    log = subprocess.run(
+        ["git", "log", "--format=%s"],
+        cwd=repository,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     if kind == "bubblewrap":
         assert code == 128 and "index.lock': Read-only file system" in err
         assert log == "first\n"
@@ -278,12 +285,20 @@ def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
     ws = str(workspace)
     seen = view(workspace, masked)
     hidden = [arg for path in seen.hidden for arg in ("--tmpfs", str(path))]
-    shown = [arg for source, shown_at in seen.shown
-             for arg in ("--ro-bind-try", str(source), str(shown_at))]
+    shown = [
+        arg
+        for source, shown_at in seen.shown
+        for arg in ("--ro-bind-try", str(source), str(shown_at))
+    ]
     before = seen.before_workspace()
-    assert before[:len(hidden) + len(shown)] == hidden + shown
-    assert before[-5:] == ["--tmpfs", f"{outside}/.ssh", "--dev-bind", "/dev/null",
-                           f"{outside}/.netrc"]
+    assert before[: len(hidden) + len(shown)] == hidden + shown
+    assert before[-5:] == [
+        "--tmpfs",
+        f"{outside}/.ssh",
+        "--dev-bind",
+        "/dev/null",
+        f"{outside}/.netrc",
+    ]
     pins = [workspace / ".git"]
     assert sandbox.arguments("make test", cwd=workspace / "sub", network=False,
                              git_pins=pins) == [
@@ -317,8 +332,9 @@ def test_git_pins(workspace: Path, tmp_path: Path) -> None:
     workspace not at all (nothing there is writable)."""
     env = {**os.environ, **GIT_ENV}
     subprocess.run(["git", "init", "-q"], cwd=workspace, env=env, check=True)
-    subprocess.run(["git", "config", "core.hooksPath", "tools/hooks"], cwd=workspace, env=env,
-                   check=True)
+    subprocess.run(
+        ["git", "config", "core.hooksPath", "tools/hooks"], cwd=workspace, env=env, check=True
+    )
     (workspace / "lib/.git").mkdir(parents=True)
     (workspace / "store/objects").mkdir(parents=True)
     (workspace / "store/refs").mkdir()
@@ -334,8 +350,10 @@ def test_git_pins(workspace: Path, tmp_path: Path) -> None:
     guard = GitGuard(workspace, tmp_path / "quarantine")
     pins = guard.prepare()
     guard.started(None)
-    assert pins == [workspace / name for name in
-                    (".git", "lib/.git", "outer/.git", "store", "tools/hooks", "wt/.git")]
+    assert pins == [
+        workspace / name
+        for name in (".git", "lib/.git", "outer/.git", "store", "tools/hooks", "wt/.git")
+    ]
     assert (workspace / "tools/hooks").is_dir() and not any((workspace / "tools").rglob("*.*"))
 
 

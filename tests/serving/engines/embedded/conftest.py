@@ -12,12 +12,27 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 DSV3_TINY: dict[str, Any] = {
-    "vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32,
-    "num_hidden_layers": 3, "first_k_dense_replace": 1, "num_attention_heads": 4,
-    "num_key_value_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4,
-    "topk_group": 2, "n_shared_experts": 1, "routed_scaling_factor": 2.5, "q_lora_rank": 48,
-    "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
-    "max_position_embeddings": 64, "num_nextn_predict_layers": 0,
+    "vocab_size": 128,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "moe_intermediate_size": 32,
+    "num_hidden_layers": 3,
+    "first_k_dense_replace": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_group": 4,
+    "topk_group": 2,
+    "n_shared_experts": 1,
+    "routed_scaling_factor": 2.5,
+    "q_lora_rank": 48,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "max_position_embeddings": 64,
+    "num_nextn_predict_layers": 0,
 }
 
 
@@ -84,13 +99,15 @@ def dsv3_checkpoint(tmp_path: Path) -> Callable[..., Dsv3Checkpoint]:
         if not mtp:
             return Dsv3Checkpoint(path, hf, None)
         d, index = config.hidden_size, config.num_hidden_layers
-        layer = nn.ModuleDict({
-            "enorm": hf_dsv3.DeepseekV3RMSNorm(d, config.rms_norm_eps),
-            "hnorm": hf_dsv3.DeepseekV3RMSNorm(d, config.rms_norm_eps),
-            "eh_proj": nn.Linear(2 * d, d, bias=False),
-            "block": hf_dsv3.DeepseekV3DecoderLayer(config, index),
-            "norm": hf_dsv3.DeepseekV3RMSNorm(d, config.rms_norm_eps),
-        }).eval()
+        layer = nn.ModuleDict(
+            {
+                "enorm": hf_dsv3.DeepseekV3RMSNorm(d, config.rms_norm_eps),
+                "hnorm": hf_dsv3.DeepseekV3RMSNorm(d, config.rms_norm_eps),
+                "eh_proj": nn.Linear(2 * d, d, bias=False),
+                "block": hf_dsv3.DeepseekV3DecoderLayer(config, index),
+                "norm": hf_dsv3.DeepseekV3RMSNorm(d, config.rms_norm_eps),
+            }
+        ).eval()
         _dsv3_randomize(layer, gen)
         prefix = f"model.layers.{index}."
         state = {f"{name}.weight": layer[name].weight for name in ("enorm", "hnorm", "eh_proj")}
@@ -99,8 +116,10 @@ def dsv3_checkpoint(tmp_path: Path) -> Callable[..., Dsv3Checkpoint]:
         # DeepSeek's checkpoints repeat the shared embedding and head under the MTP layer.
         state["embed_tokens.weight"] = hf.model.embed_tokens.weight
         state["shared_head.head.weight"] = hf.lm_head.weight
-        save_file(_dsv3_checkpoint_names(prefix, {k: v.detach() for k, v in state.items()}),
-                  path / "mtp.safetensors")
+        save_file(
+            _dsv3_checkpoint_names(prefix, {k: v.detach() for k, v in state.items()}),
+            path / "mtp.safetensors",
+        )
         return Dsv3Checkpoint(path, hf, layer)
 
     return make

@@ -32,9 +32,16 @@ hf_layers = pytest.importorskip("transformers.modeling_layers")
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
 BLOCK_SIZE = 4
 TABLE = [5, 2, 7, 0, 3]  # out of order, so a slot mix-up cannot go unnoticed
-YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "beta_fast": 32,
-        "beta_slow": 1, "original_max_position_embeddings": 16, "mscale": 1.0,
-        "mscale_all_dim": 0.8}
+YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 4.0,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "original_max_position_embeddings": 16,
+    "mscale": 1.0,
+    "mscale_all_dim": 0.8,
+}
 
 CASES = {
     "q-lora": {},
@@ -78,8 +85,9 @@ def full_hidden(model: DeepseekV3ForCausalLM, ids: list[int], **ctx_options: boo
     return model(torch.tensor(ids), ForwardContext.contiguous([len(ids)], **ctx_options))
 
 
-def paged_step(model: DeepseekV3ForCausalLM, table: list[int], new: list[int], total: int
-               ) -> Tensor:
+def paged_step(
+    model: DeepseekV3ForCausalLM, table: list[int], new: list[int], total: int
+) -> Tensor:
     ctx = ForwardContext.build([table], [len(new)], [total], BLOCK_SIZE)
     return model.compute_logits(model(torch.tensor(new), ctx))
 
@@ -131,9 +139,16 @@ def test_absorbed_attention_equals_naive(pair) -> None:
 def test_auto_path_absorbs_only_short_queries_over_long_contexts() -> None:
     with torch.device("meta"):  # DeepSeek-V3's dimensions, no memory
         attn = MultiHeadLatentAttention(
-            hidden_size=7168, num_heads=128, q_lora_rank=1536, kv_lora_rank=512,
-            qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, softmax_scale=1.0,
-            rope_interleave=True)
+            hidden_size=7168,
+            num_heads=128,
+            q_lora_rank=1536,
+            kv_lora_rank=512,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+            softmax_scale=1.0,
+            rope_interleave=True,
+        )
     assert attn._absorb(1, 4096) and attn._absorb(8, 300)
     assert not attn._absorb(4096, 4096) and not attn._absorb(1, 1)
 
@@ -143,8 +158,11 @@ def test_routed_expert_capture_matches_transformers_router(pair) -> None:
     hf, model = pair
     ids = random_ids(9, seed=4)
     chosen = []
-    hooks = [layer.mlp.gate.register_forward_hook(lambda _m, _i, out: chosen.append(out[2]))
-             for layer in hf.model.layers if isinstance(layer.mlp, hf_dsv3.DeepseekV3MoE)]
+    hooks = [
+        layer.mlp.gate.register_forward_hook(lambda _m, _i, out: chosen.append(out[2]))
+        for layer in hf.model.layers
+        if isinstance(layer.mlp, hf_dsv3.DeepseekV3MoE)
+    ]
     reference_logits(hf, ids)
     for hook in hooks:
         hook.remove()
@@ -187,8 +205,9 @@ def test_loads_transformers_fused_expert_names(dsv3_checkpoint) -> None:
     from_file = load_model(checkpoint.path)
     from_memory = DeepseekV3ForCausalLM.from_config(checkpoint.hf.config.to_dict())
     from_memory.load_weights(checkpoint.hf.state_dict().items())
-    for (name, ours), (_, theirs) in zip(from_memory.state_dict().items(),
-                                         from_file.state_dict().items(), strict=True):
+    for (name, ours), (_, theirs) in zip(
+        from_memory.state_dict().items(), from_file.state_dict().items(), strict=True
+    ):
         assert torch.equal(ours, theirs), name
 
 
@@ -211,26 +230,50 @@ def test_rope_interleaved_matches_transformers() -> None:
     cos, sin = torch.randn(5, 8), torch.randn(5, 8)
     cos, sin = torch.cat([cos[:, :4]] * 2, -1), torch.cat([sin[:, :4]] * 2, -1)
     heads_first = x.transpose(0, 1)[None]
-    expected, _ = hf_dsv3.apply_rotary_pos_emb_interleave(heads_first, heads_first, cos[None],
-                                                          sin[None])
+    expected, _ = hf_dsv3.apply_rotary_pos_emb_interleave(
+        heads_first, heads_first, cos[None], sin[None]
+    )
     assert torch.equal(apply_rotary_interleaved(x, cos, sin), expected[0].transpose(0, 1))
 
 
-@pytest.mark.parametrize("rope", [
-    {"rope_type": "default", "rope_theta": 10000.0},
-    # DeepSeek-V3's and Kimi K2's published settings, and one with every knob distinct.
-    {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "beta_fast": 32, "beta_slow": 1,
-     "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
-    {"rope_type": "yarn", "rope_theta": 50000.0, "factor": 32.0, "beta_fast": 1.0,
-     "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-     "original_max_position_embeddings": 4096},
-    {**YARN, "mscale": 0.9},
-])
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "default", "rope_theta": 10000.0},
+        # DeepSeek-V3's and Kimi K2's published settings, and one with every knob distinct.
+        {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 40.0,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        {
+            "rope_type": "yarn",
+            "rope_theta": 50000.0,
+            "factor": 32.0,
+            "beta_fast": 1.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        {**YARN, "mscale": 0.9},
+    ],
+)
 def test_rope_tables_match_transformers(rope: dict) -> None:
-    config = transformers.DeepseekV3Config(qk_rope_head_dim=64, qk_nope_head_dim=128,
-                                           max_position_embeddings=163840, rope_parameters=rope)
+    config = transformers.DeepseekV3Config(
+        qk_rope_head_dim=64,
+        qk_nope_head_dim=128,
+        max_position_embeddings=163840,
+        rope_parameters=rope,
+    )
     inv_freq, attention_factor, scale = rope_setup(
-        64, rope_parameters(config.to_dict()), config.qk_nope_head_dim + 64)
+        64, rope_parameters(config.to_dict()), config.qk_nope_head_dim + 64
+    )
     rotary = hf_dsv3.DeepseekV3RotaryEmbedding(config)
     assert torch.equal(inv_freq, rotary.inv_freq)
     assert attention_factor == rotary.attention_scaling
@@ -250,8 +293,12 @@ def mtp_reference(checkpoint, ids: list[int]) -> tuple[Tensor, Tensor]:
     n = len(ids) - 1
     positions = torch.arange(n)[None]
     mask = torch.full((n, n), float("-inf")).triu(1)[None, None]
-    x = layer["block"](x, attention_mask=mask, position_ids=positions,
-                       position_embeddings=hf.model.rotary_emb(x, positions))
+    x = layer["block"](
+        x,
+        attention_mask=mask,
+        position_ids=positions,
+        position_embeddings=hf.model.rotary_emb(x, positions),
+    )
     return hidden[0], hf.lm_head(layer["norm"](x))[0]
 
 
@@ -261,16 +308,31 @@ def test_mtp_reference_is_transformers_mtp_layer(dsv3_checkpoint) -> None:
     hf, layer = checkpoint.hf, checkpoint.mtp
     ids = random_ids(10, seed=7)
     hidden, expected = mtp_reference(checkpoint, ids)
-    theirs = hf_layers.MtpLayer(hf.config, hf_dsv3.DeepseekV3DecoderLayer,
-                                hf_dsv3.DeepseekV3RMSNorm, hf.config.num_hidden_layers).eval()
-    theirs.load_state_dict({
-        "enorm.weight": layer["enorm"].weight, "hnorm.weight": layer["hnorm"].weight,
-        "eh_proj.weight": layer["eh_proj"].weight, "post_norm.weight": layer["norm"].weight,
-        **{f"mtp_block.{k}": v for k, v in layer["block"].state_dict().items()}})
+    theirs = hf_layers.MtpLayer(
+        hf.config,
+        hf_dsv3.DeepseekV3DecoderLayer,
+        hf_dsv3.DeepseekV3RMSNorm,
+        hf.config.num_hidden_layers,
+    ).eval()
+    theirs.load_state_dict(
+        {
+            "enorm.weight": layer["enorm"].weight,
+            "hnorm.weight": layer["hnorm"].weight,
+            "eh_proj.weight": layer["eh_proj"].weight,
+            "post_norm.weight": layer["norm"].weight,
+            **{f"mtp_block.{k}": v for k, v in layer["block"].state_dict().items()},
+        }
+    )
     positions = torch.arange(9)[None]
     embeds = hf.model.embed_tokens(torch.tensor([ids[1:]]))
-    out = theirs(embeds, hidden[None, :-1], hf.model.rotary_emb(embeds, positions),
-                 torch.full((9, 9), float("-inf")).triu(1)[None, None], positions, None)
+    out = theirs(
+        embeds,
+        hidden[None, :-1],
+        hf.model.rotary_emb(embeds, positions),
+        torch.full((9, 9), float("-inf")).triu(1)[None, None],
+        positions,
+        None,
+    )
     torch.testing.assert_close(hf.lm_head(out)[0], expected, atol=0, rtol=0)
 
 
@@ -283,15 +345,14 @@ def test_mtp_matches_reference(dsv3_checkpoint) -> None:
     hidden, expected = mtp_reference(checkpoint, ids)
     ours_hidden = full_hidden(model, ids)
     torch.testing.assert_close(ours_hidden, hidden, **TOLERANCE)
-    mtp = model.mtp_forward(torch.tensor(ids[1:]), ours_hidden[:-1],
-                            ForwardContext.contiguous([9]))
+    mtp = model.mtp_forward(torch.tensor(ids[1:]), ours_hidden[:-1], ForwardContext.contiguous([9]))
     torch.testing.assert_close(model.compute_logits(mtp), expected, **TOLERANCE)
 
     # Step by step through its own paged cache, one (hidden i, token i + 1) pair at a time.
     model.allocate_kv_cache(8 * BLOCK_SIZE)
     for i in range(9):
         ctx = ForwardContext.build([TABLE], [1], [i + 1], BLOCK_SIZE)
-        step = model.mtp_forward(torch.tensor(ids[i + 1:i + 2]), ours_hidden[i:i + 1], ctx)
+        step = model.mtp_forward(torch.tensor(ids[i + 1 : i + 2]), ours_hidden[i : i + 1], ctx)
         torch.testing.assert_close(model.compute_logits(step)[0], expected[i], **TOLERANCE)
 
 
@@ -310,13 +371,19 @@ def test_mtp_weights_are_skipped_when_built_without_mtp(dsv3_checkpoint) -> None
         model.mtp_forward(torch.tensor([1]), torch.zeros(1, 64), ForwardContext.contiguous([1]))
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    ("drop-expert", r"missing weights: model\.layers\.1\.mlp\.experts\.5\.up_proj'$"),
-    ("add", "unknown weight 'model.layers.1.mlp.extra.weight'"),
-    ("bad-expert", "unknown expert weight '9.up_proj.weight'"),
-    ("reshape", r"'model.layers.2.mlp.gate.weight' has shape \(8, 32\), the model expects "
-                r"\(8, 64\)"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("drop-expert", r"missing weights: model\.layers\.1\.mlp\.experts\.5\.up_proj'$"),
+        ("add", "unknown weight 'model.layers.1.mlp.extra.weight'"),
+        ("bad-expert", "unknown expert weight '9.up_proj.weight'"),
+        (
+            "reshape",
+            r"'model.layers.2.mlp.gate.weight' has shape \(8, 32\), the model expects "
+            r"\(8, 64\)",
+        ),
+    ],
+)
 def test_weight_mismatches_name_the_weight(dsv3_checkpoint, edit: str, message: str) -> None:
     from safetensors.torch import load_file, save_file
 
@@ -336,10 +403,13 @@ def test_weight_mismatches_name_the_weight(dsv3_checkpoint, edit: str, message: 
         load_model(checkpoint.path)
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    ({"kv_lora_rank": None}, "config.json has no 'kv_lora_rank'"),
-    ({"hidden_act": "gelu"}, "hidden_act='gelu' is not supported"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"kv_lora_rank": None}, "config.json has no 'kv_lora_rank'"),
+        ({"hidden_act": "gelu"}, "hidden_act='gelu' is not supported"),
+    ],
+)
 def test_config_errors(dsv3_checkpoint, edit: dict, message: str) -> None:
     checkpoint = dsv3_checkpoint()
     config = json.loads((checkpoint.path / "config.json").read_text())

@@ -18,9 +18,15 @@ PROMPTS = [[1, 2, 3, 4, 5, 6, 7], [9, 8, 7], list(range(20, 61)), [5]]
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LlamaForCausalLM]:
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                         max_position_embeddings=512)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=512,
+    )
     reference = LlamaForCausalLM(config).eval()
     reference.generation_config.eos_token_id = None  # compare fixed lengths
     folder = tmp_path_factory.mktemp("tiny-llama")
@@ -34,9 +40,10 @@ def engine(folder: Path, **config) -> LLMEngine:
 
 
 def reference_greedy(model: LlamaForCausalLM, prompt: list[int], tokens: int) -> list[int]:
-    out = model.generate(torch.tensor([prompt]), max_new_tokens=tokens, do_sample=False,
-                         pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+    out = model.generate(
+        torch.tensor([prompt]), max_new_tokens=tokens, do_sample=False, pad_token_id=0
+    )
+    return out[0, len(prompt) :].tolist()
 
 
 def test_batched_greedy_matches_transformers(tiny_llama) -> None:
@@ -50,8 +57,7 @@ def test_batched_greedy_matches_transformers(tiny_llama) -> None:
 
 def test_a_request_decoded_with_others_equals_it_alone(tiny_llama) -> None:
     folder, _ = tiny_llama
-    options = SamplingOptions(temperature=0.9, top_p=0.9, seed=11, max_tokens=10,
-                              logprobs=True)
+    options = SamplingOptions(temperature=0.9, top_p=0.9, seed=11, max_tokens=10, logprobs=True)
     together = engine(folder).generate(PROMPTS, options)
     for prompt, seq in zip(PROMPTS, together, strict=True):
         [alone] = engine(folder).generate([prompt], options)
@@ -94,9 +100,10 @@ def test_stop_tokens_and_aborts(tiny_llama) -> None:
     folder, reference = tiny_llama
     expected = reference_greedy(reference, PROMPTS[0], 12)
     stop = expected[4]
-    [seq] = engine(folder).generate([PROMPTS[0]], SamplingOptions(
-        max_tokens=12, stop_token_ids=frozenset({stop})))
-    assert seq.output_ids == expected[:expected.index(stop) + 1]
+    [seq] = engine(folder).generate(
+        [PROMPTS[0]], SamplingOptions(max_tokens=12, stop_token_ids=frozenset({stop}))
+    )
+    assert seq.output_ids == expected[: expected.index(stop) + 1]
     assert seq.finish_reason == "stop"
 
     llm = engine(folder)

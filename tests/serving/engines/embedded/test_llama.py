@@ -30,8 +30,13 @@ rope_utils = pytest.importorskip("transformers.modeling_rope_utils")
 
 TOLERANCE = {"atol": 2e-5, "rtol": 1e-5}
 BLOCK_SIZE = 4
-LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}
 
 CASES = {
     "plain": {},
@@ -42,9 +47,17 @@ CASES = {
 
 
 def tiny_config(**overrides: object) -> "transformers.LlamaConfig":
-    settings = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 96,
-                "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "max_position_embeddings": 64, "initializer_range": 0.2, **overrides}
+    settings = {
+        "vocab_size": 128,
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+        "initializer_range": 0.2,
+        **overrides,
+    }
     return transformers.LlamaConfig(**settings, attn_implementation="eager")
 
 
@@ -56,8 +69,9 @@ def save_reference(path: Path, **overrides: object) -> "transformers.LlamaForCau
 
 
 @pytest.fixture(params=list(CASES))
-def llama_pair(request: pytest.FixtureRequest, tmp_path: Path
-               ) -> tuple["transformers.LlamaForCausalLM", LlamaForCausalLM]:
+def llama_pair(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple["transformers.LlamaForCausalLM", LlamaForCausalLM]:
     """(transformers' model, ours loaded from its save_pretrained folder)."""
     reference = save_reference(tmp_path, **CASES[request.param])
     if request.param == "llama3-rope":
@@ -79,8 +93,9 @@ def full_logits(model: LlamaForCausalLM, ids: list[int]) -> torch.Tensor:
     return model.compute_logits(model(torch.tensor(ids), ForwardContext.contiguous([len(ids)])))
 
 
-def paged_step(model: LlamaForCausalLM, table: list[int], new: list[int], total: int
-               ) -> torch.Tensor:
+def paged_step(
+    model: LlamaForCausalLM, table: list[int], new: list[int], total: int
+) -> torch.Tensor:
     ctx = ForwardContext.build([table], [len(new)], [total], BLOCK_SIZE)
     return model.compute_logits(model(torch.tensor(new), ctx))
 
@@ -89,8 +104,9 @@ def paged_step(model: LlamaForCausalLM, table: list[int], new: list[int], total:
 def test_full_forward_matches_transformers(llama_pair) -> None:
     reference, model = llama_pair
     ids = torch.randint(0, 128, (13,), generator=torch.Generator().manual_seed(1)).tolist()
-    torch.testing.assert_close(full_logits(model, ids), reference_logits(reference, ids),
-                               **TOLERANCE)
+    torch.testing.assert_close(
+        full_logits(model, ids), reference_logits(reference, ids), **TOLERANCE
+    )
 
 
 @torch.no_grad()
@@ -119,15 +135,13 @@ def test_prefill_and_decode_in_one_batch_equal_each_alone(llama_pair) -> None:
 
     model.allocate_kv_cache(8 * BLOCK_SIZE)
     paged_step(model, tables[1], decoding[:-1], len(decoding) - 1)
-    ctx = ForwardContext.build(tables, [len(prompt), 1], [len(prompt), len(decoding)],
-                               BLOCK_SIZE)
+    ctx = ForwardContext.build(tables, [len(prompt), 1], [len(prompt), len(decoding)], BLOCK_SIZE)
     batched = model.compute_logits(model(torch.tensor(prompt + decoding[-1:]), ctx))
 
     torch.testing.assert_close(batched[:-1], alone_prefill, **TOLERANCE)
     torch.testing.assert_close(batched[-1:], alone_decode, **TOLERANCE)
     torch.testing.assert_close(batched[:-1], reference_logits(reference, prompt), **TOLERANCE)
-    torch.testing.assert_close(batched[-1], reference_logits(reference, decoding)[-1],
-                               **TOLERANCE)
+    torch.testing.assert_close(batched[-1], reference_logits(reference, decoding)[-1], **TOLERANCE)
 
 
 def test_tied_model_shares_one_weight(tmp_path: Path) -> None:
@@ -147,8 +161,12 @@ def test_loads_sharded_checkpoint_in_bfloat16(tmp_path: Path) -> None:
     model.bfloat16()
     expected = reference.model.layers[2].mlp.down_proj.weight.bfloat16()
     assert torch.equal(model.model.layers[2].mlp.down_proj.weight, expected)
-    torch.testing.assert_close(full_logits(model, [1, 2, 3]), full_logits(
-        load_model(tmp_path / "one"), [1, 2, 3]), atol=0.1, rtol=0.05)
+    torch.testing.assert_close(
+        full_logits(model, [1, 2, 3]),
+        full_logits(load_model(tmp_path / "one"), [1, 2, 3]),
+        atol=0.1,
+        rtol=0.05,
+    )
 
 
 def test_missing_config_is_an_error(tmp_path: Path) -> None:
@@ -163,11 +181,14 @@ def test_unknown_model_type_lists_the_known_ones(tmp_path: Path) -> None:
         load_model(tmp_path)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ("drop", "missing weights: model.norm.weight"),
-    ("add", "unknown weight 'model.extra.weight'"),
-    ("reshape", r"'model.norm.weight' has shape \(32,\), the model expects \(64,\)"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("drop", "missing weights: model.norm.weight"),
+        ("add", "unknown weight 'model.extra.weight'"),
+        ("reshape", r"'model.norm.weight' has shape \(32,\), the model expects \(64,\)"),
+    ],
+)
 def test_weight_mismatches_name_the_weight(tmp_path: Path, change: str, message: str) -> None:
     save_reference(tmp_path)
     tensors = load_file(tmp_path / "model.safetensors")
@@ -219,11 +240,13 @@ def test_rope_matches_transformers(scaling: dict | None) -> None:
     positions = torch.tensor([0, 1, 7, 30, 63])
     cos, sin = layers.RotaryEmbedding(inv_freq)(positions, torch.float32)
     expected_cos, expected_sin = hf_llama.LlamaRotaryEmbedding(config)(
-        torch.zeros(1), positions[None])
+        torch.zeros(1), positions[None]
+    )
     assert torch.equal(cos, expected_cos[0]) and torch.equal(sin, expected_sin[0])
     q = torch.randn(5, 4, 16)
-    expected_q, _ = hf_llama.apply_rotary_pos_emb(q.transpose(0, 1)[None], q.transpose(0, 1)[None],
-                                                  expected_cos, expected_sin)
+    expected_q, _ = hf_llama.apply_rotary_pos_emb(
+        q.transpose(0, 1)[None], q.transpose(0, 1)[None], expected_cos, expected_sin
+    )
     assert torch.equal(layers.apply_rotary(q, cos, sin), expected_q[0].transpose(0, 1))
 
 

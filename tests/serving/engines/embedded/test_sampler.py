@@ -52,17 +52,20 @@ def test_sampled_speculation_follows_the_target_distribution() -> None:
     acceptance rule is lossless), for plain, top-k and top-p processing."""
     generator = torch.Generator().manual_seed(7)
     logits = torch.tensor([[1.2, 0.3, -0.4, 0.9, -1.5, 0.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])
-    for options in (SamplingOptions(temperature=0.8), SamplingOptions(temperature=1.0, top_k=4),
-                    SamplingOptions(temperature=1.3, top_p=0.85)):
+    for options in (
+        SamplingOptions(temperature=0.8),
+        SamplingOptions(temperature=1.0, top_k=4),
+        SamplingOptions(temperature=1.3, top_p=0.85),
+    ):
         expected = target_probs(logits[:1], options)[0]
         for draft in (0, 4):  # a likely and an unlikely (or excluded) draft
-            first = [verify(logits, [draft], options, generator).tokens[0]
-                     for _ in range(TRIALS)]
+            first = [verify(logits, [draft], options, generator).tokens[0] for _ in range(TRIALS)]
             observed = _histogram(first)
             support = [i for i in range(VOCAB) if float(expected[i]) > 0]
             assert all(observed[i] == 0 for i in range(VOCAB) if i not in support)
-            p_value = chi_square_p([observed[i] for i in support],
-                                   [float(expected[i]) * TRIALS for i in support])
+            p_value = chi_square_p(
+                [observed[i] for i in support], [float(expected[i]) * TRIALS for i in support]
+            )
             assert p_value > 1e-3, (options, draft, observed, expected)
 
 

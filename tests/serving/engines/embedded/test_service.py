@@ -57,8 +57,15 @@ def smol_tokenizer(models_dir: Path) -> Tokenizer:
 
 
 def settings(model: str, **overrides) -> EngineSettings:
-    return EngineSettings(**{"model": model, "device": "cpu", "kv_cache_tokens": 2048,
-                             "speculative": "none", **overrides})
+    return EngineSettings(
+        **{
+            "model": model,
+            "device": "cpu",
+            "kv_cache_tokens": 2048,
+            "speculative": "none",
+            **overrides,
+        }
+    )
 
 
 @pytest.fixture
@@ -75,11 +82,18 @@ async def open_engines(models_dir: Path):
         await engine.aclose()
 
 
-def ask(text: str, *, max_tokens: int = 16, stop: list[str] | None = None,
-        capture: Capture | None = None) -> GenerationRequest:
-    return GenerationRequest(messages=[ChatMessage(role="user", content=text)],
-                             sampling=SamplingParams(max_tokens=max_tokens, stop=stop or []),
-                             capture=capture or Capture())
+def ask(
+    text: str,
+    *,
+    max_tokens: int = 16,
+    stop: list[str] | None = None,
+    capture: Capture | None = None,
+) -> GenerationRequest:
+    return GenerationRequest(
+        messages=[ChatMessage(role="user", content=text)],
+        sampling=SamplingParams(max_tokens=max_tokens, stop=stop or []),
+        capture=capture or Capture(),
+    )
 
 
 async def collect(engine: EmbeddedEngine, request: GenerationRequest) -> list:
@@ -106,8 +120,11 @@ async def all_blocks_free(engine: EmbeddedEngine) -> bool:
 
 async def test_smollm2_answers_a_question_with_a_token_trace(open_engines, models_dir):
     engine = open_engines(SMOL)
-    request = ask("What is the capital of France?", max_tokens=32,
-                  capture=Capture(token_ids=True, logprobs=True))
+    request = ask(
+        "What is the capital of France?",
+        max_tokens=32,
+        capture=Capture(token_ids=True, logprobs=True),
+    )
     events = await collect(engine, request)
 
     assert all(isinstance(e, TextDelta) for e in events[:-1])
@@ -123,13 +140,17 @@ async def test_smollm2_answers_a_question_with_a_token_trace(open_engines, model
     trace, usage = result.tokens, result.usage
     assert trace is not None and usage is not None
     rendered = chat_format_for(models_dir / SMOL).render(request.messages, [])
-    assert trace.prompt_token_ids == engine._loaded.tokenizer.encode(
-        rendered, add_special_tokens=False).ids
+    assert (
+        trace.prompt_token_ids
+        == engine._loaded.tokenizer.encode(rendered, add_special_tokens=False).ids
+    )
     assert len(trace.prompt_token_ids) == usage.prompt_tokens
     assert len(trace.completion_token_ids) == usage.completion_tokens < 32
     assert trace.completion_token_ids[-1] in engine._loaded.stop_ids
-    assert engine._loaded.tokenizer.decode(trace.completion_token_ids,
-                                           skip_special_tokens=True) == result.text
+    assert (
+        engine._loaded.tokenizer.decode(trace.completion_token_ids, skip_special_tokens=True)
+        == result.text
+    )
     assert len(trace.logprobs) == usage.completion_tokens
     assert all(lp <= 0 for lp in trace.logprobs)
     assert trace.routed_experts is None  # a dense model routes nothing
@@ -144,7 +165,7 @@ async def test_smollm2_stop_string_cuts_the_text_and_ends_the_request(open_engin
     # " Paris" and "." are two tokens: the first must be held back until the second comes.
     events = await collect(engine, ask(question, max_tokens=32, stop=["Paris."]))
     result = events[-1].result
-    assert result.text == full.text[:full.text.index("Paris.")]
+    assert result.text == full.text[: full.text.index("Paris.")]
     assert "".join(e.text for e in events[:-1]) == result.text
     assert not any("P" in e.text for e in events[:-1])  # not even the stop's first token
     assert result.finish_reason == "stop"
@@ -154,8 +175,7 @@ async def test_smollm2_stop_string_cuts_the_text_and_ends_the_request(open_engin
 async def test_models_reads_the_config_without_loading(open_engines):
     engine = open_engines(SMOL, kv_cache_tokens=16_384)
     started = time.perf_counter()
-    assert await engine.models() == [ModelInfo(SMOL, context_window=8192,
-                                               owned_by="opencomposer")]
+    assert await engine.models() == [ModelInfo(SMOL, context_window=8192, owned_by="opencomposer")]
     assert time.perf_counter() - started < 0.5
     assert engine._loaded is None
 
@@ -165,11 +185,14 @@ async def test_models_reads_the_config_without_loading(open_engines):
     assert small._loaded is None
 
 
-@pytest.mark.parametrize(("model", "command"), [
-    (SMOL, "opencomposer models pull smollm2-135m"),
-    (TINY, "opencomposer models init tiny-moe"),
-    ("no-such-model", "known models: "),
-])
+@pytest.mark.parametrize(
+    ("model", "command"),
+    [
+        (SMOL, "opencomposer models pull smollm2-135m"),
+        (TINY, "opencomposer models init tiny-moe"),
+        ("no-such-model", "known models: "),
+    ],
+)
 async def test_a_missing_model_names_the_command_that_installs_it(tmp_path, model, command):
     engine = EmbeddedEngine(settings(model), tmp_path)
     with pytest.raises(EngineUnavailable, match=command):
@@ -182,14 +205,15 @@ async def test_a_missing_model_names_the_command_that_installs_it(tmp_path, mode
 
 # --------------------------------------------------------------------------- text assembly
 
-TOOL_TEXT = ('Let me look at it.\n<tool_call>\n{"name": "read_file", "arguments": '
-             '{"path": "a.py"}}\n</tool_call>\nThen I will fix it.')
+TOOL_TEXT = (
+    'Let me look at it.\n<tool_call>\n{"name": "read_file", "arguments": '
+    '{"path": "a.py"}}\n</tool_call>\nThen I will fix it.'
+)
 
 
 def assembler(tokenizer: Tokenizer, tool_format=HERMES, **kwargs) -> TextAssembler:
     ids = itertools.count()
-    return TextAssembler(tokenizer, tool_format, new_call_id=lambda: f"call_{next(ids)}",
-                         **kwargs)
+    return TextAssembler(tokenizer, tool_format, new_call_id=lambda: f"call_{next(ids)}", **kwargs)
 
 
 def run_text(text: TextAssembler, chunks: list[list[int]], engine_reason: str = "stop"):
@@ -213,10 +237,12 @@ def merged(events: list) -> list:
 
 def test_a_hermes_tool_call_split_at_every_token_is_parsed_once(smol_tokenizer):
     ids = smol_tokenizer.encode(TOOL_TEXT, add_special_tokens=False).ids
-    expected = [TextDelta("Let me look at it.\n"),
-                ToolCallStarted(0, "call_0", "read_file"),
-                ToolCallArgumentsDelta(0, '{"path": "a.py"}'),
-                TextDelta("\nThen I will fix it.")]
+    expected = [
+        TextDelta("Let me look at it.\n"),
+        ToolCallStarted(0, "call_0", "read_file"),
+        ToolCallArgumentsDelta(0, '{"path": "a.py"}'),
+        TextDelta("\nThen I will fix it."),
+    ]
     one_by_one, reason = run_text(assembler(smol_tokenizer), [[t] for t in ids])
     assert merged(one_by_one) == expected
     assert reason == "tool_calls"
@@ -274,13 +300,16 @@ def test_stop_tokens_are_skipped(smol_tokenizer):
 SENTENCE = "The capital of France is Paris. It is on the Seine."
 
 
-@pytest.mark.parametrize(("stop", "expected"), [
-    (["Paris."], "The capital of France is "),
-    (["Seine", "capital"], "The "),  # the earliest stop wins, whatever the list order
-    ([" is P"], "The capital of France"),  # spans tokens
-    (["Rome", ""], SENTENCE),  # no match; an empty stop is ignored
-    (["Seine.!"], SENTENCE),  # a held prefix of a stop comes out at the end
-])
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        (["Paris."], "The capital of France is "),
+        (["Seine", "capital"], "The "),  # the earliest stop wins, whatever the list order
+        ([" is P"], "The capital of France"),  # spans tokens
+        (["Rome", ""], SENTENCE),  # no match; an empty stop is ignored
+        (["Seine.!"], SENTENCE),  # a held prefix of a stop comes out at the end
+    ],
+)
 def test_stop_strings_cut_the_text_and_end_the_stream(smol_tokenizer, stop, expected):
     ids = smol_tokenizer.encode(SENTENCE, add_special_tokens=False).ids
     text = assembler(smol_tokenizer, stop=stop)
@@ -302,7 +331,7 @@ def test_a_stop_string_inside_a_tool_call_leaves_it_unparsed(smol_tokenizer):
     ids = smol_tokenizer.encode(TOOL_TEXT, add_special_tokens=False).ids
     text = assembler(smol_tokenizer, stop=["a.py"])
     events, reason = run_text(text, [[t] for t in ids])
-    cut = TOOL_TEXT[:TOOL_TEXT.index("a.py")]
+    cut = TOOL_TEXT[: TOOL_TEXT.index("a.py")]
     assert merged(events) == [TextDelta(cut)]  # nothing dropped, no call
     assert reason == "stop"
 
@@ -343,12 +372,13 @@ async def test_mtp_speculation_is_lossless_and_reports_its_stats(open_engines):
 
 
 @pytest.mark.parametrize("speculative", ["none", "mtp"])
-async def test_concurrent_requests_each_match_their_own_sequential_run(open_engines,
-                                                                       speculative):
+async def test_concurrent_requests_each_match_their_own_sequential_run(open_engines, speculative):
     engine = open_engines(TINY, speculative=speculative, draft_tokens=2)
     prompts = ["import os", "class Engine:", "def main() -> None:\n", "x" * 200]
-    requests = [ask(p, max_tokens=12 + 3 * i, capture=Capture(token_ids=True))
-                for i, p in enumerate(prompts)]
+    requests = [
+        ask(p, max_tokens=12 + 3 * i, capture=Capture(token_ids=True))
+        for i, p in enumerate(prompts)
+    ]
     alone = [await complete(engine, r) for r in requests]
     assert await all_blocks_free(engine)
     together = await asyncio.gather(*(collect(engine, r) for r in requests))
@@ -360,9 +390,14 @@ async def test_concurrent_requests_each_match_their_own_sequential_run(open_engi
     assert await all_blocks_free(engine)
 
 
-PREEMPTING = [ask(f"def f{i}(x):\n    return x * {i}", max_tokens=80,
-                  capture=Capture(token_ids=True, logprobs=True, routed_experts=True))
-              for i in range(4)]
+PREEMPTING = [
+    ask(
+        f"def f{i}(x):\n    return x * {i}",
+        max_tokens=80,
+        capture=Capture(token_ids=True, logprobs=True, routed_experts=True),
+    )
+    for i in range(4)
+]
 """Together they need more than a 256-token KV cache: the scheduler preempts some."""
 
 
@@ -418,19 +453,19 @@ async def test_a_stop_string_aborts_the_rest_of_the_generation(open_engines):
     capture = Capture(token_ids=True, logprobs=True)
     full = await complete(engine, ask("def main():", max_tokens=40, capture=capture))
     pieces = [engine._loaded.tokenizer.decode([t]) for t in full.tokens.completion_token_ids]
+
     # A stop that spans two tokens, from the third on, and first appears there.
     def spanning(k: int) -> str | None:
         if not (pieces[k] and pieces[k + 1]):
             return None
         stop = pieces[k][-1] + pieces[k + 1][:2]
-        at = len("".join(pieces[:k + 1])) - 1
+        at = len("".join(pieces[: k + 1])) - 1
         return stop if full.text.find(stop) == at else None
 
     k = next(k for k in range(2, len(pieces) - 1) if spanning(k))
     stop = spanning(k)
     cut = full.text.index(stop)
-    events = await collect(engine, ask("def main():", max_tokens=40, stop=[stop],
-                                       capture=capture))
+    events = await collect(engine, ask("def main():", max_tokens=40, stop=[stop], capture=capture))
     result = events[-1].result
     assert result.text == full.text[:cut]
     assert "".join(e.text for e in events[:-1]) == result.text
@@ -438,7 +473,7 @@ async def test_a_stop_string_aborts_the_rest_of_the_generation(open_engines):
     # The trace is the tokens sampled when the stop was seen, consistently.
     ids = result.tokens.completion_token_ids
     assert k + 2 <= len(ids) == result.usage.completion_tokens == len(result.tokens.logprobs) < 40
-    assert ids == full.tokens.completion_token_ids[:len(ids)]
+    assert ids == full.tokens.completion_token_ids[: len(ids)]
     assert await all_blocks_free(engine)
 
 

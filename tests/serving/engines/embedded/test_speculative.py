@@ -25,19 +25,22 @@ def checkpoint(dsv3_checkpoint):
 
 
 def plain(path, prompts=PROMPTS) -> list[list[int]]:
-    return [s.output_ids for s in engine(path).generate(prompts, SamplingOptions(
-        max_tokens=TOKENS))]
+    return [
+        s.output_ids for s in engine(path).generate(prompts, SamplingOptions(max_tokens=TOKENS))
+    ]
 
 
 @pytest.mark.parametrize("draft_tokens", [1, 3, 5])
 def test_greedy_with_mtp_drafts_equals_plain_greedy(checkpoint, draft_tokens: int) -> None:
     expected = plain(checkpoint)
-    seqs = engine(checkpoint).generate(PROMPTS, SamplingOptions(
-        max_tokens=TOKENS, draft_tokens=draft_tokens, logprobs=True))
+    seqs = engine(checkpoint).generate(
+        PROMPTS, SamplingOptions(max_tokens=TOKENS, draft_tokens=draft_tokens, logprobs=True)
+    )
     assert [s.output_ids for s in seqs] == expected
     for seq in seqs:
         assert seq.spec.verify_steps > 0 and seq.spec.drafted == draft_tokens * (
-            seq.spec.verify_steps)
+            seq.spec.verify_steps
+        )
         assert len(seq.logprobs) == TOKENS
 
 
@@ -51,9 +54,9 @@ def test_accepted_and_rejected_drafts_are_exact(checkpoint, monkeypatch) -> None
     def oracle(runs: list[Run]) -> None:
         for run in runs:
             seq = run.seq
-            full = truth[tuple(seq.token_ids[:seq.prompt_len])]
+            full = truth[tuple(seq.token_ids[: seq.prompt_len])]
             at = len(seq.token_ids)
-            drafts = full[at:at + 3] + [0] * 3
+            drafts = full[at : at + 3] + [0] * 3
             if at % 5 == 0:
                 drafts[1] = (drafts[1] + 1) % 128  # a wrong second draft
             run.drafts = drafts[:3]
@@ -102,19 +105,22 @@ def test_stop_token_inside_accepted_drafts_truncates(checkpoint, monkeypatch) ->
     def oracle(runs: list[Run]) -> None:
         for run in runs:
             at = len(run.seq.token_ids)
-            run.drafts = (full[at:at + 4] + [1] * 4)[:4]
+            run.drafts = (full[at : at + 4] + [1] * 4)[:4]
             run.seq.mtp_len, run.seq.mtp_hidden = run.seq.num_cached, []
 
     monkeypatch.setattr(llm.proposer, "propose", oracle)
-    [seq] = llm.generate([PROMPTS[0]], SamplingOptions(
-        max_tokens=TOKENS, draft_tokens=4, stop_token_ids=frozenset({stop})))
-    assert seq.output_ids == expected[:expected.index(stop) + 1]
+    [seq] = llm.generate(
+        [PROMPTS[0]],
+        SamplingOptions(max_tokens=TOKENS, draft_tokens=4, stop_token_ids=frozenset({stop})),
+    )
+    assert seq.output_ids == expected[: expected.index(stop) + 1]
     assert seq.finish_reason == "stop"
 
 
 def test_sampled_speculation_is_seeded_and_valid(checkpoint) -> None:
-    options = SamplingOptions(temperature=0.8, top_k=20, seed=5, max_tokens=16, draft_tokens=2,
-                              logprobs=True)
+    options = SamplingOptions(
+        temperature=0.8, top_k=20, seed=5, max_tokens=16, draft_tokens=2, logprobs=True
+    )
     first = engine(checkpoint).generate(PROMPTS, options)
     again = engine(checkpoint).generate(PROMPTS, options)
     assert [s.output_ids for s in first] == [s.output_ids for s in again]
@@ -129,8 +135,9 @@ def test_models_without_mtp_refuse_drafting(dsv3_checkpoint) -> None:
 
 
 def test_routed_experts_are_captured_per_committed_position(checkpoint) -> None:
-    seqs = engine(checkpoint).generate(PROMPTS, SamplingOptions(
-        max_tokens=10, draft_tokens=3, capture_experts=True))
+    seqs = engine(checkpoint).generate(
+        PROMPTS, SamplingOptions(max_tokens=10, draft_tokens=3, capture_experts=True)
+    )
     for seq in seqs:
         experts = torch.cat(seq.routed_experts)
         # Every position but the last (whose successor was never computed): 2 MoE layers of

@@ -32,8 +32,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return models.init("tiny-moe", tmp_path_factory.mktemp("models"), seed=7)
 
 
-def transformers_layout(shapes: dict[str, tuple[int, ...]],
-                        layers: int) -> dict[str, tuple[int, ...]]:
+def transformers_layout(
+    shapes: dict[str, tuple[int, ...]], layers: int
+) -> dict[str, tuple[int, ...]]:
     """Checkpoint names -> transformers' in-memory ones: experts fused ([E, 2 * inner, hidden]
     and [E, hidden, inner]), the MTP layer dropped (transformers has none)."""
     out: dict[str, tuple[int, ...]] = {}
@@ -57,18 +58,31 @@ def test_shapes_are_transformers_deepseek_v3(tiny: Path):
     with torch.device("meta"):
         hf = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**config))
     assert transformers_layout(shapes, config["num_hidden_layers"]) == {
-        name: tuple(t.shape) for name, t in hf.state_dict().items()}
+        name: tuple(t.shape) for name, t in hf.state_dict().items()
+    }
     mtp = {n.removeprefix("model.layers.4.") for n in shapes if n.startswith("model.layers.4.")}
-    assert {"enorm.weight", "hnorm.weight", "eh_proj.weight", "shared_head.norm.weight",
-            "self_attn.q_a_proj.weight", "mlp.gate.e_score_correction_bias",
-            "mlp.experts.15.down_proj.weight", "mlp.shared_experts.up_proj.weight"} <= mtp
+    assert {
+        "enorm.weight",
+        "hnorm.weight",
+        "eh_proj.weight",
+        "shared_head.norm.weight",
+        "self_attn.q_a_proj.weight",
+        "mlp.gate.e_score_correction_bias",
+        "mlp.experts.15.down_proj.weight",
+        "mlp.shared_experts.up_proj.weight",
+    } <= mtp
     assert not mtp & {"embed_tokens.weight", "shared_head.head.weight"}  # shared, not stored
     assert shapes["model.layers.4.eh_proj.weight"] == (256, 512)
 
 
 def test_shapes_follow_the_config():
-    config = TINY_MOE_CONFIG | {"vocab_size": 100, "q_lora_rank": None, "n_shared_experts": 0,
-                                "num_nextn_predict_layers": 0, "first_k_dense_replace": 2}
+    config = TINY_MOE_CONFIG | {
+        "vocab_size": 100,
+        "q_lora_rank": None,
+        "n_shared_experts": 0,
+        "num_nextn_predict_layers": 0,
+        "first_k_dense_replace": 2,
+    }
     shapes = deepseek_v3_weight_shapes(config)
     assert shapes["model.layers.0.self_attn.q_proj.weight"] == (4 * 48, 256)
     assert "model.layers.1.mlp.down_proj.weight" in shapes  # still dense
@@ -77,15 +91,16 @@ def test_shapes_follow_the_config():
 
 
 def test_transformers_loads_the_checkpoint(tiny: Path):
-    model, info = transformers.DeepseekV3ForCausalLM.from_pretrained(tiny,
-                                                                     output_loading_info=True)
+    model, info = transformers.DeepseekV3ForCausalLM.from_pretrained(tiny, output_loading_info=True)
     assert not info["missing_keys"] and not info["mismatched_keys"]
     # Only the MTP layer is unknown to transformers.
     assert {k.split(".")[2] for k in info["unexpected_keys"]} == {"4"}
     ours = load_file(tiny / "model.safetensors")
     loaded = model.state_dict()
-    assert torch.equal(loaded["model.layers.2.mlp.experts.gate_up_proj"][5, 128:],
-                       ours["model.layers.2.mlp.experts.5.up_proj.weight"])
+    assert torch.equal(
+        loaded["model.layers.2.mlp.experts.gate_up_proj"][5, 128:],
+        ours["model.layers.2.mlp.experts.5.up_proj.weight"],
+    )
     assert torch.equal(loaded["lm_head.weight"], ours["lm_head.weight"])
     logits = model(torch.tensor([[0, 20, 30, 40]])).logits
     assert logits.shape == (1, 4, 4096) and torch.isfinite(logits).all()
@@ -96,12 +111,13 @@ def test_initial_weights(tiny: Path):
     assert all(t.dtype == torch.float32 for t in weights.values())
     assert torch.equal(weights["model.layers.4.enorm.weight"], torch.ones(256))
     assert torch.equal(weights["model.layers.1.self_attn.kv_a_layernorm.weight"], torch.ones(64))
-    assert torch.equal(weights["model.layers.3.mlp.gate.e_score_correction_bias"],
-                       torch.zeros(16))
+    assert torch.equal(weights["model.layers.3.mlp.gate.e_score_correction_bias"], torch.zeros(16))
     assert weights["model.embed_tokens.weight"].std().item() == pytest.approx(0.02, rel=0.02)
     manifest = json.loads((tiny / models.MANIFEST).read_text())
     assert (manifest["seed"], manifest["parameters"]) == (
-        7, sum(t.numel() for t in weights.values()))
+        7,
+        sum(t.numel() for t in weights.values()),
+    )
 
 
 def test_tokenizer_keeps_the_chat_markers_whole(tiny: Path):
@@ -114,8 +130,13 @@ def test_tokenizer_keeps_the_chat_markers_whole(tiny: Path):
     fmt = chat_format_for(tiny)
     assert fmt.name == "deepseek_v3"
     call = ToolCall(id="c", name="read_file", arguments='{"path": "ü.py"}')
-    prompt = fmt.render([ChatMessage(role="user", content="def f(x):\n    return 42"),
-                         ChatMessage(role="assistant", tool_calls=[call])], [])
+    prompt = fmt.render(
+        [
+            ChatMessage(role="user", content="def f(x):\n    return 42"),
+            ChatMessage(role="assistant", tool_calls=[call]),
+        ],
+        [],
+    )
     encoding = tokenizer.encode(prompt)
     for marker, marker_id in zip(DEEPSEEK_SPECIAL_TOKENS, ids, strict=True):
         assert encoding.ids.count(marker_id) == prompt.count(marker), marker
@@ -129,8 +150,9 @@ def test_same_seed_same_model_and_force_replaces(tmp_path: Path):
     assert models.init("tiny-moe", tmp_path / "a", seed=4) == tmp_path / "a" / "tiny-moe"
     unchanged = load_file(tmp_path / "a" / "tiny-moe" / "model.safetensors")
     assert torch.equal(unchanged["lm_head.weight"], first["lm_head.weight"])
-    replaced = load_file(models.init("tiny-moe", tmp_path / "a", seed=4, force=True)
-                         / "model.safetensors")
+    replaced = load_file(
+        models.init("tiny-moe", tmp_path / "a", seed=4, force=True) / "model.safetensors"
+    )
     assert not torch.equal(replaced["lm_head.weight"], first["lm_head.weight"])
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["tiny-moe"]
 
@@ -144,8 +166,13 @@ def test_local_and_packaged_models_say_which_command_gets_them(tmp_path: Path):
 
 def test_cli_init_and_list(tmp_path: Path):
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([CLI, "models", *args, "-c", f"models_dir={tmp_path}"],
-                              capture_output=True, text=True, timeout=120, env=os.environ)
+        return subprocess.run(
+            [CLI, "models", *args, "-c", f"models_dir={tmp_path}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ,
+        )
 
     created = run("init", "tiny-moe", "--seed", "5")
     assert created.returncode == 0, created.stderr

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Type-checks the product packages with mypy under their import names (extra arguments go to
+# mypy, e.g. --cache-dir for a second, concurrent run).
+#
+# The card's top-level folders (agent/, lsp/, ...) install as subpackages of `opencomposer`
+# through setup.py's package-dir mapping, which mypy cannot follow (an editable install's
+# import hook is invisible to it). A tree of links under the build folder gives mypy the
+# layout the wheel has, so every `opencomposer.agent...` import resolves to the source.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MYPY=${MYPY:-.venv/bin/mypy}
+TREE=build/typecheck
+mkdir -p "$TREE/opencomposer"
+for entry in opencomposer/*.py; do
+  ln -sfn "$PWD/$entry" "$TREE/opencomposer/$(basename "$entry")"
+done
+for folder in agent lsp serving kernels training; do
+  ln -sfn "$PWD/$folder" "$TREE/opencomposer/$folder"
+done
+cd "$TREE"
+exec "$OLDPWD/$MYPY" --config-file "$OLDPWD/pyproject.toml" "$@" -p opencomposer

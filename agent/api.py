@@ -1,9 +1,15 @@
 """The protocol's client -> server methods, implemented once over an `AgentRuntime`.
 
-Transports differ in framing only: LSP calls `dispatch("turn/start", params)` with the JSON it
+Transports differ in framing only: LSP calls `dispatch(method, params)` with the JSON it
 received; HTTP routes call the typed methods. Both get the same validation, the same workspace
 allow-list and the same errors (`SessionError` with a `kind` each transport maps to its own
 codes).
+
+Every transport runs a turn through `watch_turn`: subscribe to the thread at its log's `seq`,
+then start, with no await in between, so the subscriber sees the turn's first event and is
+counted as an approver before the turn can ask anything. `stream_turn` is that for a client
+that reads one turn's events (an SSE response, a chat completion, the CLI); the LSP server,
+which forwards whole threads to its editor, watches with its own follower.
 """
 
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,10 +42,16 @@ from opencomposer.agent.protocol.methods import (
     TurnSteerParams,
     TurnSteerResponse,
 )
+from opencomposer.agent.protocol.threads import Turn
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.tools.errors import ToolError
+from opencomposer.agent.turn_stream import TurnStream
 from opencomposer.agent.workspace_policy import allowed_workspace, resolved_folder
+
+Watch = Callable[[ThreadSession, int], object]
+"""Subscribes a transport to a thread's events after a `seq`; called synchronously, just
+before the turn starts."""
 
 
 class AgentAPI:
@@ -62,8 +74,14 @@ class AgentAPI:
         handler = self._handlers.get(method)
         if handler is None:
             raise SessionError(f"no method {method}", kind="not_found")
+        result = await handler(self.params(method, params))
+        return result.model_dump(mode="json")
+
+    def params(self, method: str, params: Any) -> Any:
+        """JSON params as the method's params model; a SessionError of kind
+        `invalid_request` naming the fields that are wrong."""
         try:
-            typed = METHODS_BY_NAME[method].params.model_validate(params or {})
+            return METHODS_BY_NAME[method].params.model_validate(params or {})
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5]
@@ -71,8 +89,6 @@ class AgentAPI:
             raise SessionError(
                 f"invalid params for {method}: {problems}", kind="invalid_request"
             ) from None
-        result = await handler(typed)
-        return result.model_dump(mode="json")
 
     async def session(self, thread_id: str) -> ThreadSession:
         return await self.runtime.open_thread(thread_id)
@@ -134,8 +150,33 @@ class AgentAPI:
     # ------------------------------------------------------------------ turns
 
     async def turn_start(self, params: TurnStartParams) -> TurnStartResponse:
+        """A turn nobody is subscribed to yet (a client that reads the log afterwards)."""
+        _, turn = await self.watch_turn(params, lambda session, after: None)
+        return TurnStartResponse(turn=turn)
+
+    async def watch_turn(self, params: TurnStartParams, watch: Watch) -> tuple[ThreadSession, Turn]:
+        """Start a turn with `watch` subscribed from before its first event."""
         session = await self.session(params.thread_id)
-        return TurnStartResponse(turn=await session.start_turn(params.input))
+        watch(session, session.log.seq)
+        return session, await session.start_turn(params.input)
+
+    async def stream_turn(
+        self, params: TurnStartParams, *, answers_approvals: bool = True
+    ) -> TurnStream:
+        """Start a turn and return its events, up to its `turn.completed`. A stream that
+        answers approvals must be read: approval requests wait for its reader."""
+        subscriptions = []
+
+        def subscribe(session: ThreadSession, after: int) -> None:
+            subscriptions.append(session.subscribe(after, answers_approvals=answers_approvals))
+
+        try:
+            session, turn = await self.watch_turn(params, subscribe)
+        except BaseException:
+            for subscription in subscriptions:
+                subscription.close()
+            raise
+        return TurnStream(session, turn, subscriptions[0])
 
     async def turn_interrupt(self, params: TurnInterruptParams) -> TurnInterruptResponse:
         session = await self.session(params.thread_id)

@@ -32,7 +32,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,7 +51,6 @@ from opencomposer.agent.protocol.items import (
     ReasoningItem,
     SearchItem,
     TextInput,
-    ToolCallFields,
     UserMessageItem,
 )
 from opencomposer.agent.protocol.threads import StopReason, Thread
@@ -63,7 +62,7 @@ from opencomposer.agent.tools.todo import TodoWrite, TodoWriteArgs
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.agent.traces.store import TraceStore
 from opencomposer.benchmark import Row
-from opencomposer.config import Settings, ToolSettings
+from opencomposer.config import AgentSettings, Settings, ToolSettings
 from opencomposer.serving.engines.base import (
     ChatMessage,
     EngineEvent,
@@ -172,7 +171,7 @@ class StepClock(ReplayEngine):
         super().__init__(results, context_window=CONTEXT_WINDOW)
         self.requested: list[float] = []
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         self.requested.append(time.perf_counter())
         return super().generate(request)
 
@@ -217,7 +216,7 @@ def bench_settings(root: Path, steps: int) -> Settings:
     return Settings(
         home=root / "home",
         models_dir=root / "models",
-        agent={"max_steps": steps + 1, "context_window": CONTEXT_WINDOW, "max_wall_time": None},
+        agent=AgentSettings(max_steps=steps + 1, context_window=CONTEXT_WINDOW, max_wall_time=None),
     )
 
 
@@ -447,7 +446,9 @@ def time_raw_sqlite(path: Path, payloads: list[tuple[str, int, str, str]]) -> tu
 
 def bench_store(root: Path, items: int, repeat: int) -> list[Row]:
     events = item_events(items)
-    payloads = [(e.thread_id, e.seq, e.type, e.model_dump_json()) for e in events]
+    payloads: list[tuple[str, int, str, str]] = [
+        (e.thread_id, e.seq, e.type, e.model_dump_json()) for e in events
+    ]
     ours, raw, our_size, raw_size = [], [], 0, 0
     for run in range(repeat):
         seconds, our_size = time_store(root / f"store{run}.db", events)
@@ -479,7 +480,9 @@ def bench_store(root: Path, items: int, repeat: int) -> list[Row]:
 # --------------------------------------------------------------------------- prompt rebuild
 
 
-def tool_item(rng: random.Random, n: int, step: int, turn_id: str) -> ToolCallFields:
+def tool_item(
+    rng: random.Random, n: int, step: int, turn_id: str
+) -> CommandExecutionItem | FileReadItem | SearchItem:
     base: dict[str, Any] = {
         "id": f"item_{n}",
         "turn_id": turn_id,

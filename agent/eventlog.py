@@ -110,7 +110,7 @@ class ThreadLog:
     def seq(self) -> int:
         return self._seq
 
-    def emit(self, kind: type[Event], **fields: Any) -> Event:  # type: ignore[valid-type]
+    def emit(self, kind: type[Event], **fields: Any) -> Event:
         """Redact, store and publish one event. Completing an item first sends what its
         streams still hold."""
         self._refresh()

@@ -7,50 +7,40 @@ same few calls: `start_turn`, `interrupt`, `steer`, `respond_approval`, `subscri
 """
 
 import asyncio
-import itertools
 import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from opencomposer.agent.approvals import ApprovalGate
-from opencomposer.agent.context import build_messages, current_todos
+from opencomposer.agent.context import current_todos
 from opencomposer.agent.eventlog import Subscription, ThreadLog
 from opencomposer.agent.facts import turn_context
-from opencomposer.agent.protocol.common import ErrorInfo
-from opencomposer.agent.protocol.events import (
-    ItemCompletedEvent,
-    ItemStartedEvent,
-    TurnCompletedEvent,
-    TurnStartedEvent,
-)
+from opencomposer.agent.item_log import ItemLog
+from opencomposer.agent.protocol.events import TurnCompletedEvent, TurnStartedEvent
 from opencomposer.agent.protocol.items import (
     ApprovalDecision,
     ApprovalRequestItem,
-    ErrorItem,
     Item,
-    ItemDelta,
     ItemStatus,
     ToolCallFields,
     UserInput,
     UserMessageItem,
 )
 from opencomposer.agent.protocol.methods import ApprovalRequestResponse
-from opencomposer.agent.protocol.threads import StopReason, Thread, Turn
+from opencomposer.agent.protocol.threads import Thread, Turn
 from opencomposer.agent.summarizer import summary_trigger
-from opencomposer.agent.tokens import ContextMeter
+from opencomposer.agent.tokens import ContextWindow
 from opencomposer.agent.tools.checkpoints import UndoScope
 from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
 from opencomposer.agent.traces.records import edit_outcomes, model_call_record
 from opencomposer.agent.traces.store import Outcome, TraceStore
-from opencomposer.agent.turn import TurnRunner
+from opencomposer.agent.turn import ActiveTurn
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
     Capture,
-    ChatMessage,
     Engine,
     GenerationRequest,
     GenerationResult,
@@ -81,8 +71,7 @@ class SessionError(Exception):
 class _Running:
     turn: Turn
     task: "asyncio.Task[Turn]"
-    runner: TurnRunner
-    steer: list[UserMessageItem] = field(default_factory=list)
+    active: ActiveTurn
 
 
 class ThreadSession:
@@ -102,30 +91,28 @@ class ThreadSession:
         self.engine = engine
         self.store = store
         self.harness = harness
-        self.system_prompt = system_prompt
-        self.items: list[Item] = list(items)
-        self._index = {item.id: n for n, item in enumerate(self.items)}
-        self._version = 0  # bumped by every change to `items`: the prompt is rebuilt only then
-        self._prompt: tuple[int, list[ChatMessage]] | None = None
-        self._ids = itertools.count(len(self.items) + 1)
         self.log = ThreadLog(store, thread.id, harness.redactor, harness.secret_files)
         self.log.on_unsubscribe = self._approvers_changed
+        self.item_log = ItemLog(self.log, system_prompt, items)
         self.gate = ApprovalGate(
-            thread.approval_policy, floor=settings.agent.approval, grants=_grants(self.items)
+            thread.approval_policy, floor=settings.agent.approval, grants=_grants(items)
         )
-        self.meter = ContextMeter()
-        self.tool_specs = harness.specs()
         self.capture = _CAPTURE_ALL if settings.agent.capture else Capture()
-        self.context_window = settings.agent.context_window or 0
-        self.summary_trigger = 0
-        self._open: dict[str, Item] = {}
-        self._partial: dict[str, list[str]] = {}
+        self._window: ContextWindow | None = None
         self._approvals: dict[str, asyncio.Future[ApprovalRequestResponse]] = {}
         self._running: _Running | None = None
         self._turns_started = 0  # by this session: only those have edits to report at close
         self._closed = False
         self._starting = False
-        harness.todos = current_todos(self.items)
+        harness.todos = current_todos(items)
+
+    @property
+    def items(self) -> Sequence[Item]:
+        """The thread's items in log order, as stored (secrets masked)."""
+        return self.item_log.items
+
+    def item(self, item_id: str) -> Item:
+        return self.item_log.item(item_id)
 
     # ------------------------------------------------------------------ turns
 
@@ -157,15 +144,27 @@ class ThreadSession:
         self.log.emit(TurnStartedEvent, turn=turn)
         if self.thread.title is None:
             self._retitle(content)
-        self.add_item(
+        self.item_log.add(
             UserMessageItem(
-                id=self.new_item_id(), turn_id=turn.id, content=content, context=context
+                id=self.item_log.new_id(), turn_id=turn.id, content=content, context=context
             ),
             complete=True,
         )
-        runner = TurnRunner(self, turn)
-        task = asyncio.create_task(self._run(runner), name=f"turn {turn.id}")
-        self._running = _Running(turn, task, runner)
+        active = ActiveTurn(
+            turn,
+            log=self.item_log,
+            engine=self.engine,
+            harness=self.harness,
+            gate=self.gate,
+            settings=self.settings.agent,
+            open_window=self._context_window,
+            ask_approval=self.ask_approval,
+            record_call=self.record_call,
+            capture=self.capture,
+            model=self.thread.model,
+        )
+        task = asyncio.create_task(self._run(active), name=f"turn {turn.id}")
+        self._running = _Running(turn, task, active)
         self._turns_started += 1
         return turn
 
@@ -174,21 +173,14 @@ class ThreadSession:
         turn = await self.start_turn(content)
         return await self.wait(turn.id)
 
-    async def _run(self, runner: TurnRunner) -> Turn:
-        loop = asyncio.get_running_loop()
-        limit = self.settings.agent.max_wall_time
-        timer = loop.call_later(limit, self._expire, runner) if limit else None
-        try:
-            # What the caller gets is what clients were told: the turn as redacted.
-            return self.harness.redactor.redact_data(await runner.run())
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    def _expire(self, runner: TurnRunner) -> None:
-        if self._running is not None and self._running.runner is runner:
-            runner.cancel_reason = StopReason.max_wall_time
-            self._running.task.cancel()
+    async def _run(self, active: ActiveTurn) -> Turn:
+        turn = await active.run()
+        self.log.emit(TurnCompletedEvent, turn=turn)
+        self.thread = self.thread.model_copy(update={"updated_at": datetime.now(UTC)})
+        self.store.update_thread(self.thread)
+        self._running = None
+        # What the caller gets is what clients were told: the turn as redacted.
+        return self.harness.redactor.redact_data(turn)
 
     async def wait(self, turn_id: str) -> Turn:
         running = self._running
@@ -207,7 +199,7 @@ class ThreadSession:
             if turn_id is None:
                 raise SessionError("no turn is running", kind="not_found")
             return await self.wait(turn_id)
-        while not running.runner.started:  # a task cancelled before it runs cannot clean up
+        while not running.active.started:  # a task cancelled before it runs cannot clean up
             await asyncio.sleep(0)
         running.task.cancel()
         return await asyncio.shield(running.task)
@@ -218,112 +210,11 @@ class ThreadSession:
         running = self._running
         if running is None or running.turn.id != turn_id:
             raise SessionError(f"turn {turn_id} is not running", kind="not_found")
-        item = UserMessageItem(id=self.new_item_id(), turn_id=turn_id, content=content, steer=True)
-        running.steer.append(item)
+        item = UserMessageItem(
+            id=self.item_log.new_id(), turn_id=turn_id, content=content, steer=True
+        )
+        running.active.steer(item)
         return item.id
-
-    def take_steer(self, turn_id: str) -> None:
-        """Log the input added since the last step (called between steps, so the log order
-        is the order the model sees)."""
-        if self._running is not None and self._running.turn.id == turn_id:
-            for item in self._running.steer:
-                self.add_item(item, complete=True)
-            self._running.steer.clear()
-
-    def has_steer(self, turn_id: str) -> bool:
-        return bool(self._running and self._running.turn.id == turn_id and self._running.steer)
-
-    def finish_turn(self, turn: Turn) -> None:
-        # Input steered in after the model's last step is logged, not lost: the next turn's
-        # prompt carries it.
-        self.take_steer(turn.id)
-        self.log.emit(TurnCompletedEvent, turn=turn)
-        self.thread = self.thread.model_copy(update={"updated_at": datetime.now(UTC)})
-        self.store.update_thread(self.thread)
-        self._running = None
-
-    # ------------------------------------------------------------------ items
-
-    def prompt(self) -> list[ChatMessage]:
-        """The messages the log gives the model now (`context.build_messages`), built once per
-        change of the log: a step both measures and sends it. Do not modify the list."""
-        if self._prompt is None or self._prompt[0] != self._version:
-            self._prompt = (self._version, build_messages(self.system_prompt, self.items))
-        return self._prompt[1]
-
-    def new_item_id(self) -> str:
-        return f"item_{next(self._ids)}"
-
-    def item(self, item_id: str) -> Item:
-        return self.items[self._index[item_id]]
-
-    def add_item(self, item: Item, *, complete: bool = False) -> Item:
-        """Log a new item (started; and completed at once when `complete`). The session
-        keeps the item as logged, secrets masked, as a resumed thread will have it."""
-        event = self.log.emit(ItemStartedEvent, item=item)
-        assert isinstance(event, ItemStartedEvent)
-        item = event.item
-        self._index[item.id] = len(self.items)
-        self.items.append(item)
-        self._version += 1
-        self._open[item.id] = item
-        if complete:
-            return self.complete_item(item)
-        return item
-
-    def delta(self, item: Item, delta: ItemDelta) -> None:
-        """Stream more of an open item. What was streamed is kept until the item completes,
-        so an item cut short (interrupt, engine failure) keeps it."""
-        if item.id in self._open:
-            self._partial.setdefault(item.id, []).append(delta.text)
-            self.log.stream(item.turn_id, item.id, delta)
-
-    def complete_item(
-        self, item: Item, status: ItemStatus = ItemStatus.completed, **changes: Any
-    ) -> Item:
-        current = self.items[self._index[item.id]]
-        data = {
-            **current.model_dump(),
-            **changes,
-            "status": changes.get("status", status),
-            "completed_at": datetime.now(UTC),
-        }
-        event = self.log.emit(ItemCompletedEvent, item=type(current).model_validate(data))
-        assert isinstance(event, ItemCompletedEvent)
-        final = event.item
-        self.items[self._index[item.id]] = final
-        self._version += 1
-        self._open.pop(item.id, None)
-        self._partial.pop(item.id, None)
-        return final
-
-    def note_error(self, turn_id: str, error: ErrorInfo) -> None:
-        self.add_item(ErrorItem(id=self.new_item_id(), turn_id=turn_id, error=error), complete=True)
-
-    def close_open_items(
-        self, status: ItemStatus, note: str = "", only: Sequence[str] | None = None
-    ) -> None:
-        """End items still in progress (all, or those in `only`) after an interruption, a
-        failure or a stop, keeping what they had streamed."""
-        for item_id in list(self._open if only is None else only):
-            if item_id not in self._open:
-                continue
-            item = self.item(item_id)
-            partial = "".join(self._partial.get(item_id, []))
-            changes: dict[str, Any] = {}
-            if isinstance(item, ToolCallFields):
-                changes["output"] = (
-                    (partial + note)
-                    if partial
-                    else ("The call did not finish: the turn stopped first." + note)
-                )
-            elif hasattr(item, "text"):
-                changes["text"] = partial
-            if isinstance(item, ApprovalRequestItem):
-                future = self._approvals.pop(item_id, None)
-                if future is not None and not future.done():
-                    future.cancel()
-            self.complete_item(item, status, **changes)
 
     # ------------------------------------------------------------------ approvals
 
@@ -332,9 +223,9 @@ class ThreadSession:
     ) -> ApprovalRequestResponse:
         """Ask the clients whether `call` may run. Nobody to ask, or nobody answering in time,
         is a denial, never a silent approval."""
-        item = self.add_item(
+        item = self.item_log.add(
             ApprovalRequestItem(
-                id=self.new_item_id(),
+                id=self.item_log.new_id(),
                 turn_id=target.turn_id,
                 target_item_id=target.id,
                 tool=call.tool.name,
@@ -365,6 +256,8 @@ class ThreadSession:
             )
         finally:
             self._approvals.pop(item.id, None)
+            if not future.done():  # the turn ended (interrupt, wall time) while it waited
+                future.cancel()
 
     def awaits_approval(self, item_id: str) -> bool:
         """Whether the approval request is still waiting for an answer (a client replaying
@@ -388,7 +281,9 @@ class ThreadSession:
     def _decide(
         self, item_id: str, decision: ApprovalDecision, by: str, message: str | None
     ) -> ApprovalRequestResponse:
-        self.complete_item(self.item(item_id), decision=decision, decided_by=by, message=message)
+        self.item_log.complete(
+            self.item(item_id), decision=decision, decided_by=by, message=message
+        )
         answer = ApprovalRequestResponse(decision=decision, message=message)
         future = self._approvals.get(item_id)
         if future is not None and not future.done():
@@ -412,18 +307,20 @@ class ThreadSession:
 
     # ------------------------------------------------------------------ engine, traces
 
-    async def ensure_context_window(self) -> None:
-        if not self.context_window:
-            self.context_window = await _engine_window(self.engine, self.thread.model)
-        agent = self.settings.agent
-        self.summary_trigger = summary_trigger(
-            self.context_window, agent.summary_trigger, agent.summary_max_tokens
-        )
-        if self.summary_trigger <= 0:
-            raise EngineError(
-                f"a context window of {self.context_window} tokens leaves no room after "
-                f"agent.summary_max_tokens = {agent.summary_max_tokens}; lower it"
-            )
+    async def _context_window(self) -> ContextWindow:
+        """The model's window, asked of the engine once per thread (the first turn): its size
+        does not change, and the meter's calibration carries from turn to turn."""
+        if self._window is None:
+            agent = self.settings.agent
+            size = agent.context_window or await _engine_window(self.engine, self.thread.model)
+            trigger = summary_trigger(size, agent.summary_trigger, agent.summary_max_tokens)
+            if trigger <= 0:
+                raise EngineError(
+                    f"a context window of {size} tokens leaves no room after "
+                    f"agent.summary_max_tokens = {agent.summary_max_tokens}; lower it"
+                )
+            self._window = ContextWindow(size, trigger, self.harness.specs())
+        return self._window
 
     def record_call(
         self,

@@ -1,4 +1,4 @@
-"""Self-summarization (reference/paper.md, section 2): the model compacts its own context.
+"""Self-summarization (the Composer 2 report, section 2): the model compacts its own context.
 
 Past the trigger, the current context gets one short synthetic user query asking for a
 summary; the model thinks and writes it (streamed into a `context_summary` item), and the
@@ -14,8 +14,8 @@ summarizing can never overflow the window. A failed or empty summary falls back 
 deterministic digest of the steps taken, which keeps the task and the state and says so.
 """
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from opencomposer.agent.context import (
     build_messages,
@@ -23,6 +23,7 @@ from opencomposer.agent.context import (
     last_summary,
     summary_count,
 )
+from opencomposer.agent.item_log import ItemLog
 from opencomposer.agent.prompting import render
 from opencomposer.agent.protocol.items import (
     AgentMessageItem,
@@ -35,16 +36,30 @@ from opencomposer.agent.protocol.items import (
     SearchItem,
     ToolCallFields,
 )
-from opencomposer.serving.engines.base import ChatMessage, SamplingParams
+from opencomposer.agent.tokens import ContextWindow
+from opencomposer.serving.engines.base import ChatMessage, GenerationResult, SamplingParams
 from opencomposer.serving.engines.errors import EngineError
-
-if TYPE_CHECKING:
-    from opencomposer.agent.turn import TurnRunner
 
 # Tokens kept free beyond `summary_max_tokens` for the synthetic query and template overhead.
 QUERY_RESERVE = 256
 # Lines of the fallback digest; older steps are counted, not listed.
 DIGEST_LINES = 40
+
+
+class Generate(Protocol):
+    """One engine call streamed into the log (`ActiveTurn.generate`); `text_item` receives
+    the text instead of a new agent_message item."""
+
+    async def __call__(
+        self,
+        messages: list[ChatMessage],
+        sampling: SamplingParams,
+        step: int,
+        *,
+        purpose: str,
+        tool_choice: str = "auto",
+        text_item: Item | None = None,
+    ) -> GenerationResult: ...
 
 
 def summary_budget(context_window: int, summary_max_tokens: int) -> int:
@@ -61,82 +76,71 @@ def summary_trigger(context_window: int, trigger: float, summary_max_tokens: int
     return min(wanted, context_window - reserve)
 
 
-class Summarizer:
-    def __init__(self, runner: "TurnRunner") -> None:
-        self.runner = runner
-        self._done_at: int | None = None
-        """Length of the item log right after the last summary of this turn."""
-
-    async def maybe_summarize(self, *, force: bool = False) -> bool:
-        """Summarize if the context has reached the trigger (or `force`). Only when the model
-        has produced something since the last summary: otherwise there is nothing to condense
-        and summarizing again could not make the context smaller."""
-        session = self.runner.session
-        if self._done_at == len(session.items) or not _model_output_since_summary(session.items):
-            return False
-        messages = session.prompt()
-        tokens = session.meter.estimate(messages, session.tool_specs)
-        if not force and tokens < session.summary_trigger:
-            return False
-        await self._summarize(messages, tokens)
-        self._done_at = len(session.items)
-        return True
-
-    async def _summarize(self, messages: list[ChatMessage], tokens: int) -> None:
-        runner, session = self.runner, self.runner.session
-        settings = session.settings.agent
-        count = summary_count(session.items) + 1
-        step = runner.next_step()
-        item = session.add_item(
-            ContextSummaryItem(
-                id=session.new_item_id(),
-                turn_id=runner.turn.id,
-                step=step,
-                summary_index=count,
-                tokens_before=tokens,
-                state=conversation_state(session.items, count),
-            )
+async def summarize_if_due(
+    log: ItemLog,
+    window: ContextWindow,
+    generate: Generate,
+    *,
+    turn_id: str,
+    next_step: Callable[[], int],
+    summary_max_tokens: int,
+    temperature: float | None,
+    force: bool = False,
+) -> bool:
+    """Summarize if the context has reached the trigger (or `force`). Only when the model
+    has produced something since the last summary: otherwise there is nothing to condense
+    and summarizing again could not make the context smaller."""
+    if not _model_output_since_summary(log.items):
+        return False
+    messages = log.prompt()
+    tokens = window.estimate(messages)
+    if not force and tokens < window.summary_trigger:
+        return False
+    count = summary_count(log.items) + 1
+    step = next_step()
+    item = log.add(
+        ContextSummaryItem(
+            id=log.new_id(),
+            turn_id=turn_id,
+            step=step,
+            summary_index=count,
+            tokens_before=tokens,
+            state=conversation_state(log.items, count),
         )
-        query = ChatMessage(role="user", content=render("summarize"))
-        sampling = SamplingParams(
-            max_tokens=summary_budget(session.context_window, settings.summary_max_tokens),
-            temperature=settings.temperature,
+    )
+    query = ChatMessage(role="user", content=render("summarize"))
+    sampling = SamplingParams(
+        max_tokens=summary_budget(window.size, summary_max_tokens), temperature=temperature
+    )
+    text, reason = "", ""
+    try:
+        result = await generate(
+            [*messages, query],
+            sampling,
+            step,
+            purpose="summary",
+            tool_choice="none",
+            text_item=item,
         )
-        text, reason = "", ""
-        try:
-            result = await runner.generate(
-                [*messages, query],
-                sampling,
-                step,
-                purpose="summary",
-                tool_choice="none",
-                text_item=item,
-            )
-            text = result.text.strip()
-            reason = "" if text else "the summary was empty"
-        except EngineError as exc:
-            reason = f"{exc.kind}: {exc.message}"
-        method = "model"
-        if not text:
-            method = "truncation"
-            lines = digest(session.items)
-            shown = lines[-DIGEST_LINES:]
-            text = render(
-                "truncation", reason=reason, digest=shown, omitted=len(lines) - len(shown)
-            )
-        final = session.item(item.id).model_copy(
-            update={"text": text, "method": method, "status": ItemStatus.completed}
-        )
-        rebuilt = build_messages(
-            session.system_prompt, [final if i.id == item.id else i for i in session.items]
-        )
-        session.meter.reset()
-        session.complete_item(
-            item,
-            text=text,
-            method=method,
-            tokens_after=session.meter.estimate(rebuilt, session.tool_specs),
-        )
+        text = result.text.strip()
+        reason = "" if text else "the summary was empty"
+    except EngineError as exc:
+        reason = f"{exc.kind}: {exc.message}"
+    method = "model"
+    if not text:
+        method = "truncation"
+        lines = digest(log.items)
+        shown = lines[-DIGEST_LINES:]
+        text = render("truncation", reason=reason, digest=shown, omitted=len(lines) - len(shown))
+    final = log.item(item.id).model_copy(
+        update={"text": text, "method": method, "status": ItemStatus.completed}
+    )
+    rebuilt = build_messages(
+        log.system_prompt, [final if i.id == item.id else i for i in log.items]
+    )
+    window.reset()
+    log.complete(item, text=text, method=method, tokens_after=window.estimate(rebuilt))
+    return True
 
 
 def _model_output_since_summary(items: Sequence[Item]) -> bool:

@@ -10,7 +10,7 @@ how the last real count compared with the estimate of the same prompt.
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opencomposer.serving.engines.base import ChatMessage, ToolSpec, Usage
 
@@ -72,3 +72,25 @@ class ContextMeter:
             return int(estimate_tokens(messages, tools) * self._scale)
         assert self._anchor_tokens is not None
         return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages :])
+
+
+@dataclass
+class ContextWindow:
+    """The model's context as a thread's turns see it: its size, the size at which to summarize
+    first, the tool specs that take part of it on every call, and the meter. Kept by the
+    thread across its turns, so the meter's calibration carries over."""
+
+    size: int
+    summary_trigger: int
+    tools: list[ToolSpec] = field(default_factory=list)
+    meter: ContextMeter = field(default_factory=ContextMeter)
+
+    def estimate(self, messages: Sequence[ChatMessage]) -> int:
+        return self.meter.estimate(messages, self.tools)
+
+    def observe(self, sent: Sequence[ChatMessage], usage: Usage | None) -> None:
+        self.meter.observe(sent, self.tools, usage)
+
+    def reset(self) -> None:
+        """The context was rebuilt (a summary replaced its middle)."""
+        self.meter.reset()

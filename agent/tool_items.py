@@ -10,9 +10,10 @@ the model reads next step; it never stops the turn.
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opencomposer.agent.approvals import Verdict
+from opencomposer.agent.approvals import ApprovalGate, Verdict
+from opencomposer.agent.item_log import ItemLog
 from opencomposer.agent.protocol.common import ActionClass, ApprovalMode
 from opencomposer.agent.protocol.items import (
     CommandExecutionItem,
@@ -25,11 +26,8 @@ from opencomposer.agent.protocol.items import (
     ToolCallItem,
 )
 from opencomposer.agent.tools.errors import ToolError
-from opencomposer.agent.tools.harness import CallOutcome, PreparedCall
+from opencomposer.agent.tools.harness import CallOutcome, PreparedCall, ToolHarness
 from opencomposer.serving.engines.base import ToolCall
-
-if TYPE_CHECKING:
-    from opencomposer.agent.session import ThreadSession
 
 VIEW_ITEMS: dict[str, type[ToolCallFields]] = {
     "tool_call": ToolCallItem,
@@ -66,12 +64,18 @@ class ToolCallPlan:
 
 
 def plan_calls(
-    session: "ThreadSession", turn_id: str, step: int, calls: Sequence[ToolCall]
+    log: ItemLog,
+    harness: ToolHarness,
+    gate: ApprovalGate,
+    turn_id: str,
+    step: int,
+    calls: Sequence[ToolCall],
 ) -> list[ToolCallPlan]:
+    """An item and a plan for each call the model made in one step (nothing is logged yet)."""
     plans = []
     for call in calls:
-        base = {
-            "id": session.new_item_id(),
+        base: dict[str, Any] = {
+            "id": log.new_id(),
             "turn_id": turn_id,
             "step": step,
             "call_id": call.id,
@@ -79,21 +83,20 @@ def plan_calls(
             "arguments": _object(call.arguments),
             "arguments_text": call.arguments,
         }
+        item: ToolCallFields
         try:
-            prepared = session.harness.prepare(call.name, call.arguments)
+            prepared = harness.prepare(call.name, call.arguments)
         except ToolError as error:
             item = ToolCallItem(**base)
             plans.append(
-                ToolCallPlan(
-                    call, item, None, failure=session.harness.failure(call.id, call.name, error)
-                )
+                ToolCallPlan(call, item, None, failure=harness.failure(call.id, call.name, error))
             )
             continue
         item_type = VIEW_ITEMS[prepared.tool.view]
         item = item_type(
             **base, action_class=prepared.action_class, **_known(item_type, prepared.view_fields())
         )
-        plans.append(ToolCallPlan(call, item, prepared, verdict=session.gate.verdict(prepared)))
+        plans.append(ToolCallPlan(call, item, prepared, verdict=gate.verdict(prepared)))
     return plans
 
 

@@ -11,11 +11,14 @@ error the turn cannot recover from.
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from opencomposer.agent.approvals import ApprovalGate
+from opencomposer.agent.item_log import ItemLog
 from opencomposer.agent.protocol.common import ApprovalMode, ErrorInfo
 from opencomposer.agent.protocol.items import (
     AgentMessageItem,
@@ -25,14 +28,22 @@ from opencomposer.agent.protocol.items import (
     OutputDelta,
     ReasoningItem,
     TextDelta,
+    ToolCallFields,
+    UserMessageItem,
 )
+from opencomposer.agent.protocol.methods import ApprovalRequestResponse
 from opencomposer.agent.protocol.threads import StopReason, Turn, TurnStatus
 from opencomposer.agent.repetition import WARNING, Repetition, RepetitionGuard
-from opencomposer.agent.summarizer import Summarizer
+from opencomposer.agent.summarizer import summarize_if_due
+from opencomposer.agent.tokens import ContextWindow
 from opencomposer.agent.tool_items import ToolCallPlan, completion, groups, plan_calls
 from opencomposer.agent.tools.errors import Denied
+from opencomposer.agent.tools.harness import PreparedCall, ToolHarness
+from opencomposer.config import AgentSettings
 from opencomposer.serving.engines.base import (
+    Capture,
     ChatMessage,
+    Engine,
     Finished,
     GenerationRequest,
     GenerationResult,
@@ -42,10 +53,7 @@ from opencomposer.serving.engines.base import (
 from opencomposer.serving.engines.base import TextDelta as EngineText
 from opencomposer.serving.engines.errors import ContextLengthExceeded, EngineError
 
-if TYPE_CHECKING:
-    from opencomposer.agent.session import ThreadSession
-
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # Retries of a model step after a transient engine failure (the engine itself already retries
 # failures that happen before any output).
@@ -54,6 +62,7 @@ RETRY_BACKOFF = 1.0
 # Fewest tokens a step may be allowed to generate; with less room left, summarize first.
 MIN_STEP_TOKENS = 64
 _INTERRUPTED = "\n[interrupted: the user stopped the turn]"
+_OUT_OF_TIME = "\n[interrupted: the turn ran out of wall time]"
 
 
 class TurnStopped(Exception):
@@ -69,78 +78,167 @@ class TurnStopped(Exception):
         self.reason, self.status, self.error = reason, status, error
 
 
-@dataclass
-class _Budget:
-    started: float
-    agent_steps: int = 0
-    tokens: int = 0
+@dataclass(frozen=True)
+class TurnBudget:
+    """What one turn may spend: model steps (summaries not counted), tokens (prompt tokens not
+    served from the engine's cache, plus generated ones) and seconds; None is no limit."""
+
+    steps: int
+    tokens: int | None = None
+    wall_time: float | None = None
+
+    @classmethod
+    def of(cls, settings: AgentSettings) -> "TurnBudget":
+        return cls(settings.max_steps, settings.max_turn_tokens, settings.max_wall_time)
 
 
-class TurnRunner:
-    def __init__(self, session: "ThreadSession", turn: Turn) -> None:
-        self.session = session
+class ApprovalAsker(Protocol):
+    """Asks the thread's clients whether a call may run (`ThreadSession.ask_approval`)."""
+
+    def __call__(
+        self, target: ToolCallFields, call: PreparedCall, reason: str
+    ) -> Awaitable[ApprovalRequestResponse]: ...
+
+
+class CallRecorder(Protocol):
+    """Stores one model call in the trace's token layer (`ThreadSession.record_call`)."""
+
+    def __call__(
+        self,
+        turn_id: str,
+        step: int,
+        purpose: str,
+        request: GenerationRequest,
+        started: datetime,
+        clock: float,
+        *,
+        result: GenerationResult | None = None,
+        error: EngineError | None = None,
+    ) -> None: ...
+
+
+class ActiveTurn:
+    """A turn while it runs. It owns everything that lives only as long as the turn: its
+    budget and what it has spent, the steer queue, the step counter and the repetition guard.
+    The thread lends it the item log (the only way it changes anything), the engine, the tool
+    harness, the approval gate and the context window, and learns how it ended from `run`."""
+
+    def __init__(
+        self,
+        turn: Turn,
+        *,
+        log: ItemLog,
+        engine: Engine,
+        harness: ToolHarness,
+        gate: ApprovalGate,
+        settings: AgentSettings,
+        open_window: Callable[[], Awaitable[ContextWindow]],
+        ask_approval: ApprovalAsker,
+        record_call: CallRecorder,
+        capture: Capture,
+        model: str | None,
+        budget: TurnBudget | None = None,
+    ) -> None:
         self.turn = turn
-        self.settings = session.settings.agent
-        self.summarizer = Summarizer(self)
-        self.repetition = RepetitionGuard(self.settings.repetition_limit)
-        self.budget = _Budget(started=time.monotonic())
+        self.log = log
+        self.engine = engine
+        self.harness = harness
+        self.gate = gate
+        self.settings = settings
+        self.budget = budget or TurnBudget.of(settings)
+        self._open_window = open_window
+        self._ask_approval = ask_approval
+        self._record_call = record_call
+        self.capture = capture
+        self.model = model
+        self.window = ContextWindow(0, 0)  # the real one is opened when the turn runs
+        self.repetition = RepetitionGuard(settings.repetition_limit)
+        self.steps_taken = 0
+        self.tokens_spent = 0
         self.step_number = 0
-        self.cancel_reason = StopReason.interrupted
-        """Why the task was cancelled: a client interrupt, or the wall-time budget."""
-
+        self._steer: list[UserMessageItem] = []
         self.started = False
+        """Whether `run` has begun: a task cancelled before it runs cannot clean up."""
+
+    # ------------------------------------------------------------------ steering
+
+    def steer(self, item: UserMessageItem) -> None:
+        """Queue input for the model's next step."""
+        self._steer.append(item)
+
+    @property
+    def has_steer(self) -> bool:
+        return bool(self._steer)
+
+    def take_steer(self) -> None:
+        """Log the input added since the last step (called between steps, so the log order
+        is the order the model sees)."""
+        for item in self._steer:
+            self.log.add(item, complete=True)
+        self._steer.clear()
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> Turn:
+        """Run the turn to its end and return it as it ended. The wall-time budget is one
+        deadline over the whole turn: it cancels whatever is in progress (a model stream, a
+        command, a wait for approval), as an interrupt does."""
         self.started = True
+        deadline = asyncio.timeout(self.budget.wall_time)
         try:
-            await self.session.ensure_context_window()
-            while True:
-                self._check_budget()
-                self.session.take_steer(self.turn.id)
-                await self.summarizer.maybe_summarize()
-                result = await self.step()
-                if result.tool_calls:
-                    await self.act(result)
-                elif not self.session.has_steer(self.turn.id):
-                    raise TurnStopped(StopReason.answered)
+            async with deadline:
+                await self._loop()
         except TurnStopped as stop:
-            self.session.close_open_items(ItemStatus.interrupted)
-            return self._finish(stop.status, stop.reason, stop.error)
+            self.log.close_open(ItemStatus.interrupted)
+            return self._end(stop.status, stop.reason, stop.error)
         except asyncio.CancelledError:
-            self.session.close_open_items(ItemStatus.interrupted, note=_INTERRUPTED)
-            if self.cancel_reason == StopReason.interrupted:
-                return self._finish(TurnStatus.interrupted, StopReason.interrupted)
-            return self._finish(TurnStatus.completed, self.cancel_reason)
+            self.log.close_open(ItemStatus.interrupted, note=_INTERRUPTED)
+            return self._end(TurnStatus.interrupted, StopReason.interrupted)
         except EngineError as exc:
             return self.fail(ErrorInfo(kind=exc.kind, message=exc.message, retryable=exc.retryable))
-        except Exception as exc:  # a runtime bug must end the turn cleanly, not hang it
-            log.exception("turn %s failed", self.turn.id)
-            return self.fail(
-                ErrorInfo(kind="internal_error", message=f"the agent runtime failed: {exc}")
-            )
+        except TimeoutError as exc:
+            if not deadline.expired():
+                return self._runtime_failure(exc)
+            self.log.close_open(ItemStatus.interrupted, note=_OUT_OF_TIME)
+            return self._end(TurnStatus.completed, StopReason.max_wall_time)
+        except Exception as exc:
+            return self._runtime_failure(exc)
+        raise AssertionError("unreachable")  # the loop only ends by raising
+
+    async def _loop(self) -> None:
+        self.window = await self._open_window()
+        while True:
+            self._check_budget()
+            self.take_steer()
+            await self._summarize_if_due()
+            result = await self.step()
+            if result.tool_calls:
+                await self.act(result)
+            elif not self.has_steer:
+                raise TurnStopped(StopReason.answered)
 
     def _check_budget(self) -> None:
-        settings, budget = self.settings, self.budget
-        if budget.agent_steps >= settings.max_steps:
+        if self.steps_taken >= self.budget.steps:
             raise TurnStopped(StopReason.max_steps)
-        if settings.max_turn_tokens is not None and budget.tokens >= settings.max_turn_tokens:
+        if self.budget.tokens is not None and self.tokens_spent >= self.budget.tokens:
             raise TurnStopped(StopReason.max_tokens)
-        if (
-            settings.max_wall_time is not None
-            and time.monotonic() - budget.started >= settings.max_wall_time
-        ):
-            raise TurnStopped(StopReason.max_wall_time)
+
+    def _runtime_failure(self, exc: Exception) -> Turn:
+        """A runtime bug must end the turn cleanly, not hang it."""
+        logger.exception("turn %s failed", self.turn.id, exc_info=exc)
+        return self.fail(
+            ErrorInfo(kind="internal_error", message=f"the agent runtime failed: {exc}")
+        )
 
     def fail(self, error: ErrorInfo) -> Turn:
-        self.session.close_open_items(ItemStatus.failed)
-        self.session.note_error(self.turn.id, error)
-        return self._finish(TurnStatus.failed, StopReason.error, error)
+        self.log.close_open(ItemStatus.failed)
+        self.log.note_error(self.turn.id, error)
+        return self._end(TurnStatus.failed, StopReason.error, error)
 
-    def _finish(
-        self, status: TurnStatus, reason: StopReason, error: ErrorInfo | None = None
-    ) -> Turn:
+    def _end(self, status: TurnStatus, reason: StopReason, error: ErrorInfo | None = None) -> Turn:
+        # Input steered in after the model's last step is logged, not lost: the next turn's
+        # prompt carries it.
+        self.take_steer()
         self.turn = self.turn.model_copy(
             update={
                 "status": status,
@@ -149,8 +247,19 @@ class TurnRunner:
                 "completed_at": datetime.now(UTC),
             }
         )
-        self.session.finish_turn(self.turn)
         return self.turn
+
+    async def _summarize_if_due(self, *, force: bool = False) -> bool:
+        return await summarize_if_due(
+            self.log,
+            self.window,
+            self.generate,
+            turn_id=self.turn.id,
+            next_step=self.next_step,
+            summary_max_tokens=self.settings.summary_max_tokens,
+            temperature=self.settings.temperature,
+            force=force,
+        )
 
     # ------------------------------------------------------------------ model steps
 
@@ -169,11 +278,11 @@ class TurnRunner:
                 if overflowed:
                     raise
                 overflowed = True
-                await self.summarizer.maybe_summarize(force=True)
+                await self._summarize_if_due(force=True)
             except EngineError as exc:
                 if not exc.retryable or attempt == STEP_RETRIES:
                     raise
-                self.session.note_error(
+                self.log.note_error(
                     self.turn.id,
                     ErrorInfo(kind=exc.kind, message=f"{exc.message}; retrying", retryable=True),
                 )
@@ -181,9 +290,8 @@ class TurnRunner:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     async def _step_once(self) -> GenerationResult:
-        session = self.session
-        messages = session.prompt()
-        room = session.context_window - session.meter.estimate(messages, session.tool_specs)
+        messages = self.log.prompt()
+        room = self.window.size - self.window.estimate(messages)
         if room < MIN_STEP_TOKENS:
             raise ContextLengthExceeded(f"only {room} tokens of context left for the answer")
         sampling = SamplingParams(
@@ -191,9 +299,8 @@ class TurnRunner:
             temperature=self.settings.temperature,
         )
         step = self.next_step()
-        self.budget.agent_steps += 1
-        result = await self.generate(messages, sampling, step, purpose="agent")
-        return result
+        self.steps_taken += 1
+        return await self.generate(messages, sampling, step, purpose="agent")
 
     async def generate(
         self,
@@ -207,64 +314,56 @@ class TurnRunner:
     ) -> GenerationResult:
         """Stream one engine call into reasoning and text items and record it. `text_item`
         receives the text (a summary item); by default an agent_message item is made."""
-        session = self.session
+        log = self.log
         request = GenerationRequest(
             messages=messages,
-            tools=session.tool_specs,
+            tools=self.window.tools,
             tool_choice=tool_choice,
             sampling=sampling,
-            capture=session.capture,
-            model=session.thread.model,
+            capture=self.capture,
+            model=self.model,
         )
         reasoning: ReasoningItem | None = None
         text = text_item
         started, clock = datetime.now(UTC), time.perf_counter()
         result: GenerationResult | None = None
         try:
-            async with aclosing(session.engine.generate(request)) as stream:
+            async with aclosing(self.engine.generate(request)) as stream:
                 async for event in stream:
                     if isinstance(event, ReasoningDelta) and event.text:
                         if reasoning is None:
-                            reasoning = session.add_item(
-                                ReasoningItem(
-                                    id=session.new_item_id(), turn_id=self.turn.id, step=step
-                                )
+                            reasoning = log.add(
+                                ReasoningItem(id=log.new_id(), turn_id=self.turn.id, step=step)
                             )
-                        session.delta(reasoning, TextDelta(text=event.text))
+                        log.delta(reasoning, TextDelta(text=event.text))
                     elif isinstance(event, EngineText) and event.text:
                         if text is None:
-                            text = session.add_item(
-                                AgentMessageItem(
-                                    id=session.new_item_id(), turn_id=self.turn.id, step=step
-                                )
+                            text = log.add(
+                                AgentMessageItem(id=log.new_id(), turn_id=self.turn.id, step=step)
                             )
-                        session.delta(text, TextDelta(text=event.text))
+                        log.delta(text, TextDelta(text=event.text))
                     elif isinstance(event, Finished):
                         result = event.result
         except EngineError as exc:
-            session.record_call(self.turn.id, step, purpose, request, started, clock, error=exc)
-            session.close_open_items(
+            self._record_call(self.turn.id, step, purpose, request, started, clock, error=exc)
+            log.close_open(
                 ItemStatus.failed,
                 only=[i.id for i in (reasoning, text) if i is not None and i is not text_item],
             )
             raise
         if result is None:
             raise EngineError("the engine's stream ended without a result")
-        session.record_call(self.turn.id, step, purpose, request, started, clock, result=result)
+        self._record_call(self.turn.id, step, purpose, request, started, clock, result=result)
         self._account(result)
-        session.meter.observe(messages, session.tool_specs, result.usage)
+        self.window.observe(messages, result.usage)
         if reasoning is not None or result.reasoning:
             if reasoning is None:
-                reasoning = session.add_item(
-                    ReasoningItem(id=session.new_item_id(), turn_id=self.turn.id, step=step)
-                )
-            session.complete_item(reasoning, text=result.reasoning)
+                reasoning = log.add(ReasoningItem(id=log.new_id(), turn_id=self.turn.id, step=step))
+            log.complete(reasoning, text=result.reasoning)
         if text_item is None and (text is not None or result.text):
             if text is None:
-                text = session.add_item(
-                    AgentMessageItem(id=session.new_item_id(), turn_id=self.turn.id, step=step)
-                )
-            session.complete_item(text, text=result.text)
+                text = log.add(AgentMessageItem(id=log.new_id(), turn_id=self.turn.id, step=step))
+            log.complete(text, text=result.text)
         return result
 
     def _account(self, result: GenerationResult) -> None:
@@ -280,17 +379,18 @@ class TurnRunner:
             }
         )
         self.turn = self.turn.model_copy(update={"usage": total})
-        self.budget.tokens += usage.prompt_tokens - usage.cached_tokens + usage.completion_tokens
+        self.tokens_spent += usage.prompt_tokens - usage.cached_tokens + usage.completion_tokens
 
     # ------------------------------------------------------------------ tool calls
 
     async def act(self, result: GenerationResult) -> None:
         """Run the step's calls in order, consecutive read-only calls together. Items complete
         in call order, so the repetition guard sees the same sequence every run."""
-        session = self.session
-        plans = plan_calls(session, self.turn.id, self.step_number, result.tool_calls)
+        plans = plan_calls(
+            self.log, self.harness, self.gate, self.turn.id, self.step_number, result.tool_calls
+        )
         for plan in plans:
-            session.add_item(plan.item)
+            self.log.add(plan.item)
         stop = None
         for group in groups(plans):
             if len(group) == 1:
@@ -304,7 +404,7 @@ class TurnRunner:
 
     async def _execute(self, plan: ToolCallPlan) -> None:
         """Run one call (after approval, when asked); sets its outcome."""
-        session, prepared = self.session, plan.prepared
+        prepared = plan.prepared
         if prepared is None or plan.verdict is None:
             plan.outcome = plan.failure
             return
@@ -318,7 +418,7 @@ class TurnRunner:
             )
             return
         if plan.verdict.mode == ApprovalMode.ask:
-            answer = await session.ask_approval(plan.item, prepared, plan.verdict.reason)
+            answer = await self._ask_approval(plan.item, prepared, plan.verdict.reason)
             if answer.decision in (ApprovalDecision.deny, ApprovalDecision.abort):
                 note = f": {answer.message}" if answer.message else ""
                 self._decline(
@@ -333,25 +433,23 @@ class TurnRunner:
                     raise TurnStopped(StopReason.interrupted, TurnStatus.interrupted)
                 return
             if answer.decision == ApprovalDecision.approve_for_thread:
-                session.gate.grant(prepared)
+                self.gate.grant(prepared)
 
         def stream_output(stream: str, text: str) -> None:
-            session.delta(plan.item, OutputDelta(stream=stream, text=text))  # type: ignore[arg-type]
+            self.log.delta(plan.item, OutputDelta(stream=stream, text=text))  # type: ignore[arg-type]
 
-        plan.outcome = await session.harness.run(
+        plan.outcome = await self.harness.run(
             prepared, call_id=plan.call.id, turn_id=self.turn.id, on_output=stream_output
         )
 
     def _decline(self, plan: ToolCallPlan, denial: Denied) -> None:
-        plan.outcome = self.session.harness.failure(
-            plan.call.id, plan.call.name, denial, plan.prepared
-        )
+        plan.outcome = self.harness.failure(plan.call.id, plan.call.name, denial, plan.prepared)
         plan.declined = True
 
     def _complete(self, plan: ToolCallPlan) -> TurnStopped | None:
         """Complete the call's item; a stop when the same failure keeps repeating."""
         outcome = plan.outcome
-        if outcome is None or self.session.item(plan.item.id).status != ItemStatus.in_progress:
+        if outcome is None or self.log.item(plan.item.id).status != ItemStatus.in_progress:
             return None
         verdict = Repetition.fine
         if not plan.declined:
@@ -361,7 +459,5 @@ class TurnRunner:
             )
         if verdict == Repetition.warn:
             outcome.text += WARNING.format(count=self.repetition.count)
-        self.session.complete_item(
-            plan.item, **completion(plan.item, outcome, declined=plan.declined)
-        )
+        self.log.complete(plan.item, **completion(plan.item, outcome, declined=plan.declined))
         return TurnStopped(StopReason.repetition) if verdict == Repetition.stop else None

@@ -69,10 +69,6 @@ class AgentLink:
             self._forward(session, subscription), name=f"lsp events {thread_id}"
         )
 
-    def following(self, thread_id: str) -> bool:
-        task = self._followed.get(thread_id)
-        return task is not None and not task.done()
-
     async def close(self) -> None:
         tasks = [*self._followed.values(), *self._pending.values()]
         for task in tasks:

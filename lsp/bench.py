@@ -95,7 +95,7 @@ async def first_events(
 ) -> list[float]:
     """Seconds from a turn's request to its first event (ours) or from a request to the
     notification it sends (bare)."""
-    arrived: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    arrived: asyncio.Queue[str] = asyncio.Queue()  # event types
     method = "opencomposer/event" if kind == "ours" else EVENT_METHOD
     client.feature(method)(lambda params: arrived.put_nowait(_type(params)))
     if kind == "bare":

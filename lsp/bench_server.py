@@ -14,6 +14,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
+from opencomposer.agent.protocol.common import ApprovalMode
 from opencomposer.config import Settings
 from opencomposer.lsp.server import OpenComposerServer
 from opencomposer.serving.engines.replay import InstantEngine
@@ -24,12 +25,12 @@ EVENT_METHOD = "bench/event"
 
 
 def ours(home: Path) -> LanguageServer:
-    settings = Settings(
-        home=home,
-        models_dir=home / "models",
-        lsp={"completion": {"debounce_ms": 0}},
-        agent={"approval": {"writes_workspace": "auto", "dangerous": "auto"}},
-    )
+    settings = Settings(home=home, models_dir=home / "models")
+    # Key by key: a section model passed to `Settings` would drop what OPENCOMPOSER_*
+    # variables set in that section, where these keys merge with them.
+    settings.lsp.completion.debounce_ms = 0
+    settings.agent.approval.writes_workspace = ApprovalMode.auto
+    settings.agent.approval.dangerous = ApprovalMode.auto
     return OpenComposerServer(settings, lambda: InstantEngine(COMPLETION))
 
 

@@ -18,6 +18,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import TextDocument
 
 from opencomposer.agent.protocol.items import UserInput
+from opencomposer.agent.protocol.methods import TurnStartParams
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.lsp.completion import ACCEPTED_COMMAND
 from opencomposer.lsp.requests import Action, action_request, question_request
@@ -100,7 +101,8 @@ class EditorCommands:
             )
         if selection.start != selection.end:
             argument = {"uri": uri, "range": _TYPES.unstructure(selection)}
-            for command, action in ((EXPLAIN, "explain"), (TESTS, "tests")):
+            offered: tuple[tuple[str, Action], ...] = ((EXPLAIN, "explain"), (TESTS, "tests"))
+            for command, action in offered:
                 actions.append(
                     lsp.CodeAction(
                         title=_TITLES[action],
@@ -208,17 +210,15 @@ class EditorCommands:
     ) -> dict[str, str]:
         """A turn in `thread_id` (a chat the client shows), else in the editor's thread for
         `root`."""
-        runtime = self.server.runtime
-        assert runtime is not None  # commands are served only after initialize
+        runtime, api = self.server.runtime, self.server.api
+        assert runtime is not None and api is not None  # served only after initialize
         try:
-            if thread_id is not None:
-                session = await self._session(thread_id)
-            else:
+            if thread_id is None:
                 known = self._threads.get(root)
                 session = await self._session(known) if known else await runtime.start_thread(root)
-                self._threads[root] = session.thread.id
-            self.server.link.follow(session, session.log.seq)
-            turn = await session.start_turn(request)
+                self._threads[root] = thread_id = session.thread.id
+            params = TurnStartParams(thread_id=thread_id, input=request)
+            session, turn = await api.watch_turn(params, self.server.link.follow)
         except SessionError as exc:
             raise session_error(exc) from None
         if not self.server.speaks_protocol:  # a protocol client shows the answer itself

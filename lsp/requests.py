@@ -6,25 +6,18 @@ file reference with its line range, so the model does not have to read it first 
 records exactly what the user pointed at.
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
 
+from opencomposer.agent.prompting import render
 from opencomposer.agent.protocol.common import LineRange
 from opencomposer.agent.protocol.items import FileReference, TextInput, UserInput
 
 Action = Literal["fix", "explain", "tests"]
-
-ASKS: dict[Action, str] = {
-    "fix": "Fix this problem in {path}:\n{problems}\nMake the smallest change that fixes it, "
-    "then check it (run the relevant test or linter if there is one).",
-    "explain": "Explain what this code in {path} does, how it fits into the project, and "
-    "anything surprising about it. Do not change any file.",
-    "tests": "Write tests for this code in {path}, in the project's existing test style and "
-    "framework, covering its normal cases and its edge cases. Run them.",
-}
 
 MAX_REFERENCE_CHARS = 20_000
 """Longest selection sent whole; a longer one is sent as its line range only."""
@@ -35,7 +28,7 @@ def action_request(
     document: TextDocument,
     root: Path,
     selection: lsp.Range,
-    diagnostics: list[lsp.Diagnostic] = (),
+    diagnostics: Sequence[lsp.Diagnostic] = (),
 ) -> list[UserInput]:
     """The turn input for an editor action on `selection` of `document`."""
     path = relative_path(document, root)
@@ -43,7 +36,8 @@ def action_request(
         f"- line {d.range.start.line + 1}: {d.message}" + (f" ({d.source})" if d.source else "")
         for d in diagnostics
     )
-    text = ASKS[action].format(path=path, problems=problems or "- (no diagnostic given)")
+    # agent/prompts/editor_<action>.md.j2
+    text = render(f"editor_{action}", path=path, problems=problems or "- (no diagnostic given)")
     return [TextInput(text=text), reference(document, root, _whole_lines(selection))]
 
 

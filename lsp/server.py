@@ -10,6 +10,7 @@ The handlers here translate; the agent's behaviour lives in `opencomposer.agent`
 """
 
 import asyncio
+import io
 import logging
 import sys
 from collections.abc import Callable, Generator
@@ -33,6 +34,7 @@ from pygls.workspace import Workspace
 
 from opencomposer import __version__
 from opencomposer.agent.api import AgentAPI
+from opencomposer.agent.protocol.methods import TurnStartResponse
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError
 from opencomposer.agent.tools.workspace import Workspace as AgentWorkspace
@@ -84,12 +86,12 @@ class GuardedProtocol(LanguageServerProtocol):
         ready = isinstance(server, OpenComposerServer) and server.ready
         if method is not None and not ready and method not in (lsp.INITIALIZE, lsp.EXIT):
             if msg_id is not None:
-                error = JsonRpcServerNotInitialized(f"{method} before initialize")
-                self._send_response(msg_id, error=error.to_response_error())
+                early = JsonRpcServerNotInitialized(f"{method} before initialize")
+                self._send_response(msg_id, error=early.to_response_error())
             return  # notifications before initialize are dropped, as the spec says
         if method is not None and method != lsp.EXIT and self._shutdown and msg_id is not None:
-            error = JsonRpcInvalidRequest(f"{method} after shutdown")
-            self._send_response(msg_id, error=error.to_response_error())
+            late = JsonRpcInvalidRequest(f"{method} after shutdown")
+            self._send_response(msg_id, error=late.to_response_error())
             return
         super().handle_message(message)
 
@@ -246,7 +248,10 @@ class OpenComposerServer(LanguageServer):
         framing ends the process with status 1 (`lsp.transport`)."""
         self.client_log = ClientLogHandler()
         hand_below_errors_to(self.client_log)
-        serve_stdio(self, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer)
+        source = stdin or sys.stdin.buffer
+        if not isinstance(source, io.BufferedIOBase):  # reads take what is there (`read1`)
+            raise TypeError(f"stdin must be a buffered binary stream, not {type(source)}")
+        serve_stdio(self, source, stdout or sys.stdout.buffer)
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve the first connection that authenticates with `token`, as over stdio; other
@@ -339,11 +344,9 @@ class OpenComposerServer(LanguageServer):
     async def start_turn_for_protocol(self, payload: dict[str, Any]) -> dict[str, Any]:
         """`turn/start`: follow the thread from before the turn's first event, then start."""
         assert self.api is not None
-        thread_id = payload.get("thread_id")
-        if isinstance(thread_id, str) and not self.link.following(thread_id):
-            session = await self.api.session(thread_id)
-            self.link.follow(session, session.log.seq)
-        return await self.api.dispatch("turn/start", payload)
+        params = self.api.params("turn/start", payload)
+        _, turn = await self.api.watch_turn(params, self.link.follow)
+        return TurnStartResponse(turn=turn).model_dump(mode="json")
 
     async def _complete(self, uri: str, position: lsp.Position) -> Any:
         if self.completer is None or not self.lsp_settings.completion.enabled:

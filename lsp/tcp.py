@@ -178,7 +178,7 @@ async def listen(server: Served, host: str, port: int, token: str) -> int:
         listener.close()
         gate.close_strangers()
     admitted.reader.max_message_bytes = MAX_MESSAGE_BYTES
-    server.protocol.set_writer(admitted.writer)  # type: ignore[arg-type]
+    server.protocol.set_writer(admitted.writer)
     try:
         return await serve_stream(server, admitted.reader, admitted.initialize)
     finally:

@@ -29,7 +29,11 @@ FRAMING_ERROR_STATUS = 1
 class Served(Protocol):
     """The language server, as a transport sees it."""
 
-    protocol: JsonRPCProtocol
+    @property
+    def protocol(self) -> JsonRPCProtocol:
+        """Read-only here, so that a server whose protocol is a subclass (pygls'
+        `LanguageServerProtocol`) is one too."""
+        ...
 
     @property
     def thread_pool(self) -> ThreadPoolExecutor: ...

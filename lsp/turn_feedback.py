@@ -7,6 +7,7 @@ action), which have no other way to reach the user.
 import asyncio
 import logging
 import uuid
+from concurrent.futures import Future
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -36,7 +37,8 @@ class TurnFeedback:
         """Turns whose final answer is shown as a message (started without the protocol)."""
         self._progress: dict[str, str] = {}
         self._answers: dict[str, str] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
+        """Tasks started here (progress handshakes, interrupts), held until they are done."""
 
     def __call__(self, session: ThreadSession, event: Event) -> None:
         match event:
@@ -74,9 +76,12 @@ class TurnFeedback:
             token,
             lsp.WorkDoneProgressBegin(title="opencomposer", message="thinking", cancellable=True),
         )
-        progress.tokens[token].add_done_callback(
-            lambda future: future.cancelled() and self._cancel(session, turn_id)
-        )
+
+        def cancelled_by_user(future: Future[object]) -> None:
+            if future.cancelled():
+                self._cancel(session, turn_id)
+
+        progress.tokens[token].add_done_callback(cancelled_by_user)
 
     def _cancel(self, session: ThreadSession, turn_id: str) -> None:
         """The user pressed cancel on the progress: interrupt the turn."""

@@ -7,6 +7,7 @@ goes through the redactor before any handler sees it, and through every agent ru
 no single thread. Log files are 0600 in a 0700 folder, like all of the data folder.
 """
 
+import io
 import json
 import logging
 import logging.handlers
@@ -14,7 +15,7 @@ import sys
 import weakref
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from opencomposer.paths import private_dir, private_file, tighten_tree
 from opencomposer.redact import Redactor
@@ -70,12 +71,12 @@ class RedactingFilter(logging.Filter):
 class PrivateFileHandler(logging.handlers.RotatingFileHandler):
     """A rotating log whose every file is created 0600 (renamed backups keep the mode)."""
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    def _open(self) -> io.TextIOWrapper:
         private_file(Path(self.baseFilename))
         return super()._open()
 
 
-class StderrHandler(logging.StreamHandler):
+class StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever `sys.stderr` is when each record is emitted, so that a stream
     swapped after setup (test capture, a server redirecting its output) is honoured."""
 
@@ -83,11 +84,11 @@ class StderrHandler(logging.StreamHandler):
         super().__init__(sys.stderr)
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value) -> None:
+    def stream(self, _value: TextIO) -> None:
         pass
 
 

@@ -139,12 +139,16 @@ class ThreadEventsResponse(ProtocolModel):
     """More events exist past the last one returned."""
 
 
-class TurnStartParams(ProtocolModel):
-    thread_id: str
-    """The thread to run the turn in; it must have no running turn."""
+class TurnStartInput(ProtocolModel):
+    """`turn/start` less the thread (which HTTP names in the URL)."""
 
     input: list[UserInput] = Field(min_length=1)
     """The request: text and references, in order."""
+
+
+class TurnStartParams(TurnStartInput):
+    thread_id: str
+    """The thread to run the turn in; it must have no running turn."""
 
 
 class TurnStartResponse(ProtocolModel):
@@ -166,15 +170,19 @@ class TurnInterruptResponse(ProtocolModel):
     already ended)."""
 
 
-class TurnSteerParams(ProtocolModel):
+class TurnSteerInput(ProtocolModel):
+    """`turn/steer` less the thread and turn (which HTTP names in the URL)."""
+
+    input: list[UserInput] = Field(min_length=1)
+    """What to add: text and references, in order."""
+
+
+class TurnSteerParams(TurnSteerInput):
     thread_id: str
     """The thread of the turn."""
 
     turn_id: str
     """The running turn to add input to."""
-
-    input: list[UserInput] = Field(min_length=1)
-    """What to add: text and references, in order."""
 
 
 class TurnSteerResponse(ProtocolModel):
@@ -182,7 +190,17 @@ class TurnSteerResponse(ProtocolModel):
     """The `user_message` item (with `steer` set) that carries the input."""
 
 
-class ApprovalRespondParams(ProtocolModel):
+class ApprovalAnswer(ProtocolModel):
+    """`approval/respond` less the thread and item (which HTTP names in the URL)."""
+
+    decision: ApprovalDecision
+    """The answer and its effect on the turn."""
+
+    message: str | None = None
+    """Note passed to the model with a denial."""
+
+
+class ApprovalRespondParams(ApprovalAnswer):
     """A decision sent by a client whose transport cannot answer server requests (HTTP)."""
 
     thread_id: str
@@ -190,12 +208,6 @@ class ApprovalRespondParams(ProtocolModel):
 
     item_id: str
     """The `approval_request` item being answered."""
-
-    decision: ApprovalDecision
-    """The answer and its effect on the turn."""
-
-    message: str | None = None
-    """Note passed to the model with a denial."""
 
 
 class ApprovalRespondResponse(ProtocolModel):

@@ -13,7 +13,7 @@ the harness.
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,6 +32,10 @@ class ToolArgs(BaseModel):
     unknown arguments are errors (a misspelt argument must not be silently ignored)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+ArgsT = TypeVar("ArgsT", bound=ToolArgs)
+"""A tool's argument model: what its `run` and the classifying methods receive."""
 
 
 @dataclass
@@ -54,31 +58,38 @@ class ToolContext:
     """Receives a command's output as it arrives, for clients to watch it live."""
 
 
-class Tool(ABC):
+class Tool(ABC, Generic[ArgsT]):
+    """A tool taking arguments of model `ArgsT`. The harness validates a call with `Args`
+    before anything else sees it, so the methods receive that model, never a bare ToolArgs.
+    A collection of different tools is a `Sequence[Tool[Any]]`: which model goes with
+    which tool is only known per tool, through its own `Args`."""
+
     name: ClassVar[str]
     description: ClassVar[str]
-    Args: ClassVar[type[ToolArgs]]
+    Args: type[ArgsT]
+    """The argument model (set on the class; a ClassVar cannot name a type variable)."""
+
     view: ClassVar[View] = "tool_call"
 
-    def view_fields(self, args: ToolArgs) -> dict[str, Any]:
+    def view_fields(self, args: ArgsT) -> dict[str, Any]:
         """Fields of the view that the arguments determine, known before the call runs."""
         return {}
 
-    def action_class(self, args: ToolArgs) -> ActionClass:
+    def action_class(self, args: ArgsT) -> ActionClass:
         """Risk of this call; read-only unless a tool says otherwise."""
         return ActionClass.read_only
 
-    def commands(self, args: ToolArgs) -> list[list[str]]:
+    def commands(self, args: ArgsT) -> list[list[str]]:
         """The argv of every program the call would run, for command approval rules."""
         return []
 
-    def summary(self, args: ToolArgs) -> str:
+    def summary(self, args: ArgsT) -> str:
         """One line for a human deciding an approval: what the call would do."""
         shown = json.dumps(args.model_dump(exclude_defaults=True), ensure_ascii=False)
         return f"{self.name} {shown if len(shown) <= 200 else shown[:199] + '…'}"
 
     @abstractmethod
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult: ...
+    async def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult: ...
 
     def spec(self) -> ToolSpec:
         schema = self.Args.model_json_schema()

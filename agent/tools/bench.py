@@ -7,6 +7,7 @@ runs.
 """
 
 import asyncio
+import functools
 import os
 import shutil
 import statistics
@@ -95,12 +96,14 @@ async def bench_grep(harness: ToolHarness, tree: Path, repeat: int) -> list[Row]
     rows = []
     for label, pattern, literal in GREP_PATTERNS:
         raw = ["-n", "--no-heading", *(["-F"] if literal else []), "-e", pattern, "."]
+        # partial binds this iteration's arguments (a closure would see the loop's variables).
         baseline = median_seconds(
-            lambda raw=raw: subprocess.run([rg, *raw], cwd=tree, stdout=subprocess.DEVNULL), repeat
+            functools.partial(subprocess.run, [rg, *raw], cwd=tree, stdout=subprocess.DEVNULL),
+            repeat,
         )
         args = {"pattern": pattern, "literal": literal}
         outcome = await harness.call("grep", args)
-        ours = await median_seconds_async(lambda args=args: harness.call("grep", args), repeat)
+        ours = await median_seconds_async(functools.partial(harness.call, "grep", args), repeat)
         rows.append(
             Row(
                 f"grep: {label}",

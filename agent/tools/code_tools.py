@@ -45,7 +45,7 @@ class SymbolsArgs(ToolArgs):
         return self
 
 
-class Symbols(Tool):
+class Symbols(Tool[SymbolsArgs]):
     name = "symbols"
     description = (
         "List the functions, classes and methods defined in a file (with line ranges), or find "
@@ -111,7 +111,7 @@ class SemanticSearchArgs(ToolArgs):
     """How many code chunks to return."""
 
 
-class SemanticSearch(Tool):
+class SemanticSearch(Tool[SemanticSearchArgs]):
     name = "semantic_search"
     description = (
         "Find code by meaning: returns the code chunks closest to a natural-language query. "

@@ -69,7 +69,7 @@ class EditFileArgs(ToolArgs):
         return [Edit(self.old_string, self.new_string, self.replace_all)]
 
 
-class EditFile(Tool):
+class EditFile(Tool[EditFileArgs]):
     name = "edit_file"
     description = (
         "Replace exact text in a file (old_string -> new_string; old_string must be unique "
@@ -137,7 +137,7 @@ class ApplyPatchArgs(ToolArgs):
     Move to) or a unified diff (as `git diff` prints)."""
 
 
-class ApplyPatch(Tool):
+class ApplyPatch(Tool[ApplyPatchArgs]):
     name = "apply_patch"
     description = (
         "Apply a multi-file patch (*** Begin Patch envelope with Add/Update/Delete File and "

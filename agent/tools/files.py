@@ -7,7 +7,7 @@ checkpointed and undoable.
 """
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -89,7 +89,7 @@ class ReadFileArgs(ToolArgs):
     """Most lines to return (default 2000)."""
 
 
-class ReadFile(Tool):
+class ReadFile(Tool[ReadFileArgs]):
     name = "read_file"
     description = (
         "Read a text file, with line numbers. Long files come in pages: pass offset and limit "
@@ -162,7 +162,7 @@ class WriteFileArgs(ToolArgs):
     """Must be true to replace an existing file (prefer edit_file for changes)."""
 
 
-class WriteFile(Tool):
+class WriteFile(Tool[WriteFileArgs]):
     name = "write_file"
     description = (
         "Create a file, or replace one entirely with overwrite=true. An existing file keeps "
@@ -194,7 +194,7 @@ class WriteFile(Tool):
                 text=f"{shown} already has this content; nothing was written.",
                 fields={"changes": []},
             )
-        kind = "add" if before is None else "update"
+        kind: Literal["add", "update"] = "add" if before is None else "update"
         changes = await ctx.harness.apply([FileOp(kind, path, before, after)], ctx)
         lines = len(split_lines(args.content))
         verb = "Created" if before is None else "Replaced"
@@ -209,7 +209,7 @@ class DeleteFileArgs(ToolArgs):
     """File to delete, relative to the workspace root."""
 
 
-class DeleteFile(Tool):
+class DeleteFile(Tool[DeleteFileArgs]):
     name = "delete_file"
     description = "Delete a file (undoable)."
     Args = DeleteFileArgs
@@ -241,7 +241,7 @@ class MoveFileArgs(ToolArgs):
     """Where to move it; must not exist yet. Parent folders are created."""
 
 
-class MoveFile(Tool):
+class MoveFile(Tool[MoveFileArgs]):
     name = "move_file"
     description = "Move or rename a file within the workspace."
     Args = MoveFileArgs

@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from pydantic import ValidationError
 
 from opencomposer.agent.protocol.common import ActionClass, ErrorInfo
 from opencomposer.agent.protocol.items import FileChange, TodoEntry
-from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult, View
+from opencomposer.agent.tools.base import ArgsT, Tool, ToolContext, ToolResult, View
 from opencomposer.agent.tools.changes import FileOp, apply_ops, describe
 from opencomposer.agent.tools.checkpoints import CheckpointStore, UndoScope
 from opencomposer.agent.tools.errors import (
@@ -82,11 +82,12 @@ class CallOutcome:
 
 
 @dataclass(frozen=True)
-class PreparedCall:
-    """A validated call, classified before it runs so the runtime can ask for approval."""
+class PreparedCall(Generic[ArgsT]):
+    """A validated call, classified before it runs so the runtime can ask for approval. The
+    arguments are of the tool's own model (they were validated with it)."""
 
-    tool: Tool
-    args: ToolArgs
+    tool: Tool[ArgsT]
+    args: ArgsT
     action_class: ActionClass
     summary: str
     commands: list[list[str]]
@@ -114,7 +115,7 @@ class ToolHarness:
         settings: ToolSettings,
         data_dir: Path,
         *,
-        tools: Sequence[Tool] | None = None,
+        tools: Sequence[Tool[Any]] | None = None,
         thread_id: str = "default",
         redactor: Redactor | None = None,
         models_dir: Path | None = None,
@@ -135,13 +136,13 @@ class ToolHarness:
         for secret in dropped:
             self.redactor.add(secret)
         self.todos: list[TodoEntry] = []
-        self._tools = {tool.name: tool for tool in (tools or default_tools())}
+        self._tools: dict[str, Tool[Any]] = {tool.name: tool for tool in (tools or default_tools())}
         self.indexes = CodeIndexes(workspace.root, data_dir, models_dir, self.list_files)
 
     # ------------------------------------------------------------------ catalogue
 
     @property
-    def tools(self) -> dict[str, Tool]:
+    def tools(self) -> dict[str, Tool[Any]]:
         return dict(self._tools)
 
     def specs(self) -> list[ToolSpec]:
@@ -149,7 +150,7 @@ class ToolHarness:
 
     # ------------------------------------------------------------------ calls
 
-    def prepare(self, name: str, arguments: dict[str, Any] | str | None) -> PreparedCall:
+    def prepare(self, name: str, arguments: dict[str, Any] | str | None) -> PreparedCall[Any]:
         """Validate and classify a call; raises ToolError."""
         tool = self._tools.get(name)
         if tool is None:
@@ -179,7 +180,7 @@ class ToolHarness:
 
     async def run(
         self,
-        prepared: PreparedCall,
+        prepared: PreparedCall[ArgsT],
         *,
         call_id: str,
         turn_id: str | None = None,
@@ -195,8 +196,8 @@ class ToolHarness:
             return self.failure(call_id, tool.name, error, prepared, _ms(started))
         except Exception as exc:  # a bug in a tool must not crash the turn
             log.exception("tool %s failed", tool.name, extra={"call_id": call_id})
-            error = UnexpectedEnvironment(f"the {tool.name} tool failed unexpectedly: {exc}")
-            return self.failure(call_id, tool.name, error, prepared, _ms(started))
+            crash = UnexpectedEnvironment(f"the {tool.name} tool failed unexpectedly: {exc}")
+            return self.failure(call_id, tool.name, crash, prepared, _ms(started))
         text = self._for_model(result.text + self._not_checkpointed(call_id))
         return CallOutcome(
             call_id=call_id,
@@ -210,7 +211,7 @@ class ToolHarness:
             duration_ms=_ms(started),
         )
 
-    async def _run_tool(self, prepared: PreparedCall, context: ToolContext) -> ToolResult:
+    async def _run_tool(self, prepared: PreparedCall[ArgsT], context: ToolContext) -> ToolResult:
         """The tool's result, and then (however it ended) what secret files hold brought up
         to date before the result goes anywhere: all of them after a command, which may
         have written one anywhere, or a call or result that names one (it may have made,
@@ -229,7 +230,7 @@ class ToolHarness:
         call_id: str,
         name: str,
         error: ToolError,
-        prepared: PreparedCall | None = None,
+        prepared: PreparedCall[ArgsT] | None = None,
         duration_ms: int = 0,
     ) -> CallOutcome:
         """The outcome of a call that failed (or was refused) with `error`."""
@@ -276,7 +277,9 @@ class ToolHarness:
     async def undo(self, scope: UndoScope = "edit", turn_id: str | None = None) -> UndoOutcome:
         """Put back the files of the last edit, a turn, or the whole thread. A file someone
         changed since the agent wrote it is reported, not overwritten."""
-        restored, conflicts, undone = [], [], []
+        restored: list[FileChange] = []
+        conflicts: list[str] = []
+        undone: list[int] = []
         for item in self.checkpoints.plan_undo(scope, turn_id):
             try:
                 current = self.workspace.current_bytes(item.path)
@@ -358,7 +361,7 @@ def cap_text(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {cut:,} characters omitted ...]\n{text[-tail:]}"
 
 
-def _parse_arguments(tool: Tool, arguments: dict[str, Any] | str | None) -> ToolArgs:
+def _parse_arguments(tool: Tool[ArgsT], arguments: dict[str, Any] | str | None) -> ArgsT:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}

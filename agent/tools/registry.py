@@ -1,6 +1,8 @@
 """The default tool set. Names and argument schemas are a contract: models are trained on
 them, and clients and tests rely on them."""
 
+from typing import Any
+
 from opencomposer.agent.tools.base import Tool
 from opencomposer.agent.tools.code_tools import SemanticSearch, Symbols
 from opencomposer.agent.tools.edit_tools import ApplyPatch, EditFile
@@ -15,7 +17,7 @@ from opencomposer.agent.tools.terminal_tools import (
 from opencomposer.agent.tools.todo import TodoWrite
 
 
-def default_tools() -> list[Tool]:
+def default_tools() -> list[Tool[Any]]:
     return [
         Grep(),
         Glob(),

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ class RemoteHarness:
         settings: ToolSettings,
         *,
         thread_id: str = "default",
-        wrap: list[str] = (),
+        wrap: Sequence[str] = (),
     ) -> "RemoteHarness":
         process = await asyncio.create_subprocess_exec(
             *wrap,

@@ -158,7 +158,7 @@ class GrepArgs(ToolArgs):
     """Treat the pattern as plain text, not a regular expression."""
 
 
-class Grep(Tool):
+class Grep(Tool[GrepArgs]):
     name = "grep"
     description = (
         "Search file contents with ripgrep (regex or literal), respecting .gitignore. Returns "
@@ -273,7 +273,8 @@ async def _print_matches(
             by_file.setdefault(path, []).append(
                 (data["line_number"], separator, _clip(_text(data["lines"])))
             )
-    lines, shown = [], 0
+    lines: list[str] = []
+    shown = 0
     for path in paths:
         previous = None
         for number, separator, text in by_file.get(path, []):
@@ -299,7 +300,7 @@ class GlobArgs(ToolArgs):
     """Folder to search in, relative to the workspace root."""
 
 
-class Glob(Tool):
+class Glob(Tool[GlobArgs]):
     name = "glob"
     description = (
         "Find files by glob pattern (respects .gitignore); lists paths with sizes, sorted by "

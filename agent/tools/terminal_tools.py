@@ -114,7 +114,7 @@ class RunTerminalArgs(ToolArgs):
     open for terminal_input."""
 
 
-class RunTerminal(Tool):
+class RunTerminal(Tool[RunTerminalArgs]):
     name = "run_terminal"
     description = (
         "Run a shell command in a sandbox (workspace writable, network off unless allowed). "
@@ -170,7 +170,7 @@ class TerminalOutputArgs(JobArgs):
     """Seconds to wait for the job to finish before returning what it printed."""
 
 
-class TerminalOutput(Tool):
+class TerminalOutput(Tool[TerminalOutputArgs]):
     name = "terminal_output"
     description = "Read what a running or finished job printed since the last read."
     Args = TerminalOutputArgs
@@ -185,7 +185,7 @@ class TerminalInputArgs(JobArgs):
     """Text to write to the job's stdin; include "\\n" to end a line."""
 
 
-class TerminalInput(Tool):
+class TerminalInput(Tool[TerminalInputArgs]):
     name = "terminal_input"
     description = "Send text to the stdin of a background job, then read its output."
     Args = TerminalInputArgs
@@ -198,7 +198,7 @@ class TerminalInput(Tool):
         return await guarded(ctx.harness, result, describe(result))
 
 
-class TerminalKill(Tool):
+class TerminalKill(Tool[JobArgs]):
     name = "terminal_kill"
     description = "Stop a job and everything it started; returns its last output."
     Args = JobArgs

@@ -19,7 +19,7 @@ class TodoWriteArgs(ToolArgs):
     """The complete list: every task with its status (pending, in_progress, completed)."""
 
 
-class TodoWrite(Tool):
+class TodoWrite(Tool[TodoWriteArgs]):
     name = "todo_write"
     description = (
         "Replace the task list that tracks your plan. Send the whole list each time; keep at "

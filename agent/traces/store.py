@@ -655,7 +655,32 @@ class TraceStore:
             f"language, model, at FROM completions {clause}",
             args,
         ).fetchall()
-        records = [CompletionRecord(*row[:9], at=datetime.fromisoformat(row[9])) for row in rows]
+        records = [
+            CompletionRecord(
+                id=id_,
+                path=path,
+                text=text,
+                prefix_length=prefix_length,
+                suffix_length=suffix_length,
+                duration_ms=duration_ms,
+                workspace=workspace,
+                language=language,
+                model=model,
+                at=datetime.fromisoformat(at),
+            )
+            for (
+                id_,
+                path,
+                text,
+                prefix_length,
+                suffix_length,
+                duration_ms,
+                workspace,
+                language,
+                model,
+                at,
+            ) in rows
+        ]
         for record in records:
             record.events = [
                 CompletionEvent(kind, json.loads(detail), datetime.fromisoformat(at))

@@ -40,11 +40,10 @@ def tools(
         rows, info = asyncio.run(
             run_tool_bench(tree, settings.models_dir, repeat=repeat, semantic_files=semantic_files)
         )
+    sources = info["sources"]  # {name: folder}; `run_tool_bench` types its info as objects
+    names = ", ".join(sources) if isinstance(sources, dict) else str(sources)
     print_bench(
-        rows,
-        info,
-        f"tree: {info['files']:,} files, {info['lines']:,} lines ({', '.join(info['sources'])})",
-        json,
+        rows, info, f"tree: {info['files']:,} files, {info['lines']:,} lines ({names})", json
     )
 
 

@@ -62,7 +62,9 @@ def chat(
 async def _chat(
     settings: Settings, root: Path, request: str, thread_id: str | None, as_json: bool
 ) -> int:
+    from opencomposer.agent.api import AgentAPI
     from opencomposer.agent.protocol.items import TextInput
+    from opencomposer.agent.protocol.methods import TurnStartParams
     from opencomposer.agent.protocol.threads import TurnStatus
     from opencomposer.agent.runtime import AgentRuntime
     from opencomposer.agent.session import SessionError
@@ -82,8 +84,14 @@ async def _chat(
             err.print(f"[red]opencomposer: {escape(exc.message)}[/]")
             return 2
         interactive = sys.stdin.isatty() and not as_json
-        events = session.subscribe(session.log.seq, answers_approvals=interactive)
-        turn = await session.start_turn([TextInput(text=request)])
+        api = AgentAPI(runtime, lambda: [root])
+        params = TurnStartParams(thread_id=session.thread.id, input=[TextInput(text=request)])
+        try:
+            events = await api.stream_turn(params, answers_approvals=interactive)
+        except SessionError as exc:
+            err.print(f"[red]opencomposer: {escape(exc.message)}[/]")
+            return 2
+        turn = events.turn
         if not as_json:
             err.print(f"[dim]thread {session.thread.id} · turn {turn.id} · {root}[/]")
         loop = asyncio.get_running_loop()
@@ -99,8 +107,6 @@ async def _chat(
                     printer.show(event)
                 if event.type == "item.started" and event.item.type == "approval_request":
                     await _ask(session, event.item, interactive)
-                if event.type == "turn.completed" and event.turn.id == turn.id:
-                    break
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             events.close()

@@ -1,6 +1,6 @@
 """`opencomposer models list|pull|init`: the local model store."""
 
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 import typer
 from rich.table import Table
@@ -20,6 +20,17 @@ models_app = typer.Typer(
 )
 
 
+class ModelRow(TypedDict):
+    """One model of `models list`, as its JSON output has it."""
+
+    name: str
+    installed: bool
+    path: str
+    licence: str
+    purpose: str
+    source: str
+
+
 def _source(model: store.PackagedModel | store.LocalModel) -> str:
     if isinstance(model, store.LocalModel):
         return f"local (models init {model.name})"
@@ -32,7 +43,7 @@ def list_models(
 ) -> None:
     """Known models, whether each is installed, where, and how to get it."""
     folder = settings_for(workspace, overrides_from(config)).settings.models_dir
-    rows = [
+    rows: list[ModelRow] = [
         {
             "name": m.name,
             "installed": store.is_installed(folder, m.name),

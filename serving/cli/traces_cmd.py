@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypedDict
 
 import typer
 from rich.markup import escape
@@ -44,6 +44,28 @@ class Format(StrEnum):
 ThreadId = Annotated[str, typer.Argument(help="Thread id, as listed by `traces list`.")]
 
 
+class ThreadRow(TypedDict):
+    """One thread of `traces list`, as its JSON output has it."""
+
+    id: str
+    updated: str
+    title: str | None
+    workspace: str
+    turns: int
+
+
+class CompletionRow(TypedDict):
+    """One completion of `traces completions`, as its JSON output has it."""
+
+    id: str
+    at: str
+    path: str
+    model: str | None
+    text: str
+    duration_ms: int
+    events: list[str]
+
+
 @traces_app.command("list")
 def list_traces(
     workspace: Workspace = None,
@@ -62,7 +84,7 @@ def list_traces(
         threads, _ = store.list_threads(
             limit=limit, workspace=None if workspace is None else str(workspace)
         )
-        rows = [
+        rows: list[ThreadRow] = [
             {
                 "id": t.id,
                 "updated": t.updated_at.isoformat(),
@@ -105,7 +127,7 @@ def completions(
     (shown, accepted, partially accepted, rejected) and the acceptance rate."""
     with _opened(None, config) as store:
         records = [] if store is None else store.completions(limit)
-    rows = [
+    rows: list[CompletionRow] = [
         {
             "id": r.id,
             "at": r.at.isoformat(),

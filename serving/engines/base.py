@@ -11,7 +11,7 @@ A stream is an async generator. Consumers that may stop early must close it (use
 """
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -281,7 +281,7 @@ class Engine(Protocol):
         """Models the backend can serve."""
         ...
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         """Stream one generation; raises `EngineError` subclasses, never hangs past the
         configured timeouts. Closing the iterator cancels the request."""
         ...

@@ -11,7 +11,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import openai
@@ -89,7 +89,7 @@ class OpenAIEngine:
             for m in page.data
         ]
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         body = self._body(request, await self._resolve_model(request))
         try:
             if request.prompt is None:

@@ -6,7 +6,7 @@ out (`opencomposer bench agent`). It streams like a real backend: reasoning and 
 pieces, then each tool call, then `Finished`.
 """
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import replace
 
 from opencomposer.serving.engines.base import (
@@ -58,7 +58,7 @@ class ReplayEngine:
     async def models(self) -> list[ModelInfo]:
         return [self._model]
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._next >= len(self._results):
             raise EngineRequestError(f"the recording has only {len(self._results)} generations")
         result = self._results[self._next]
@@ -80,7 +80,7 @@ class InstantEngine(ReplayEngine):
     def __init__(self, answer: str) -> None:
         super().__init__([GenerationResult(text=answer)], model="instant")
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         self._next = 0
         async for event in super().generate(request):
             yield event

@@ -32,7 +32,7 @@ import sys
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import fields, replace
 from pathlib import Path
@@ -305,7 +305,7 @@ class SGLangEngine:
     async def models(self) -> list[ModelInfo]:
         return await (await self._started()).models()
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         client = await self._started()
         async with aclosing(client.generate(request)) as stream:
             async for event in stream:

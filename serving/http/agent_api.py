@@ -15,21 +15,20 @@ for a conflict (a turn already running), 400 for a malformed or invalid request.
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import Field
 from starlette.background import BackgroundTask
 
 from opencomposer.agent.api import AgentAPI
-from opencomposer.agent.eventlog import Subscription
 from opencomposer.agent.protocol.common import ProtocolModel
 from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
-from opencomposer.agent.protocol.items import ApprovalDecision, UserInput
 from opencomposer.agent.protocol.methods import (
     MAX_SEQ,
+    ApprovalAnswer,
+    ApprovalRespondParams,
     ApprovalRespondResponse,
     ThreadEventsParams,
     ThreadEventsResponse,
@@ -41,7 +40,12 @@ from opencomposer.agent.protocol.methods import (
     ThreadStartResponse,
     ThreadUndoParams,
     ThreadUndoResponse,
+    TurnInterruptParams,
     TurnInterruptResponse,
+    TurnStartInput,
+    TurnStartParams,
+    TurnSteerInput,
+    TurnSteerParams,
     TurnSteerResponse,
     UndoScope,
 )
@@ -61,6 +65,7 @@ SSE_MEDIA_TYPE = "text/event-stream"
 # Stop proxies from buffering or caching a live stream.
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
+Params = TypeVar("Params", bound=ProtocolModel)
 Stop = Callable[[Event], bool]
 """Whether an event is the last one a stream sends."""
 
@@ -82,28 +87,19 @@ router = APIRouter(prefix="/v1", route_class=translating_route(_agent_error))
 
 
 # ---------------------------------------------------------------------- request bodies
-# The protocol's *Params less what the URL already says (thread, turn or item id).
+# The protocol's params less what the URL says (`TurnSteerInput` and the like), joined again
+# with the path by `with_path`.
 
 
-class TurnStartBody(ProtocolModel):
-    input: list[UserInput] = Field(min_length=1)
-    """The request: text and references, in order."""
-
+class TurnStartBody(TurnStartInput):
     cancel_on_disconnect: bool = False
     """Interrupt the turn if this request's stream is dropped before the turn ends."""
 
 
-class TurnSteerBody(ProtocolModel):
-    input: list[UserInput] = Field(min_length=1)
-    """What to add to the running turn."""
-
-
-class ApprovalBody(ProtocolModel):
-    decision: ApprovalDecision
-    """The answer and its effect on the turn."""
-
-    message: str | None = None
-    """Note passed to the model with a denial."""
+def with_path(params: type[Params], body: ProtocolModel, **path: str) -> Params:
+    """The params a body and its URL make together (the body is already validated)."""
+    fields = {name: getattr(body, name) for name in params.model_fields if name not in path}
+    return params.model_construct(**{**fields, **path})
 
 
 # ---------------------------------------------------------------------- dependencies
@@ -190,16 +186,24 @@ def sse_frame(event: Event) -> str:
     return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
 
 
-async def sse_frames(subscription: Subscription, stop: Stop) -> AsyncIterator[str]:
-    """The subscription's events as SSE frames, up to and including the one `stop` accepts,
-    with a comment after each `HEARTBEAT_SECONDS` of silence. The subscription is closed
+class EventSource(Protocol):
+    """A thread subscription or one turn's stream: events to read, then to close."""
+
+    def __anext__(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+async def sse_frames(events: EventSource, stop: Stop | None = None) -> AsyncIterator[str]:
+    """The events as SSE frames, until they end or up to and including the one `stop`
+    accepts, with a comment after each `HEARTBEAT_SECONDS` of silence. The source is closed
     however the stream ends (a dropped client cancels it mid-wait), which is what tells the
     session this client no longer answers approvals."""
     pending: asyncio.Task[Event] | None = None
     try:
         while True:
             if pending is None:
-                pending = asyncio.ensure_future(anext(subscription))
+                pending = asyncio.ensure_future(events.__anext__())
             done, _ = await asyncio.wait({pending}, timeout=HEARTBEAT_SECONDS)
             if not done:
                 yield ": ping\n\n"
@@ -207,14 +211,14 @@ async def sse_frames(subscription: Subscription, stop: Stop) -> AsyncIterator[st
             event = pending.result()
             pending = None
             yield sse_frame(event)
-            if stop(event):
+            if stop is not None and stop(event):
                 return
-    except StopAsyncIteration:  # the log closed: the server is stopping
+    except StopAsyncIteration:  # the turn ended, or the log closed (the server is stopping)
         return
     finally:
         if pending is not None:
             pending.cancel()
-        subscription.close()
+        events.close()
 
 
 def turn_end(turn_id: str) -> Stop:
@@ -236,18 +240,16 @@ async def interrupt_if_running(session: ThreadSession, turn_id: str) -> None:
 
 
 @router.post("/threads/{thread_id}/turns")
-async def start_turn(body: TurnStartBody, session: Session) -> StreamingResponse:
+async def start_turn(thread_id: str, body: TurnStartBody, methods: Methods) -> StreamingResponse:
     """Start a turn and stream its events, from `turn.started` to `turn.completed`."""
-    after = session.log.seq
-    turn = await session.start_turn(body.input)
-    # Subscribed before the turn's task first runs, so it can answer the turn's approvals.
-    subscription = session.subscribe(after, answers_approvals=True)
+    params = with_path(TurnStartParams, body, thread_id=thread_id)
+    stream = await methods.stream_turn(params, answers_approvals=True)
     cancel = (
-        BackgroundTask(interrupt_if_running, session, turn.id)
+        BackgroundTask(interrupt_if_running, stream.session, stream.turn.id)
         if body.cancel_on_disconnect
         else None
     )
-    return sse_response(sse_frames(subscription, turn_end(turn.id)), cancel)
+    return sse_response(sse_frames(stream), cancel)
 
 
 def last_event_id(value: str | None) -> int:
@@ -294,21 +296,25 @@ async def resume_stream(
 
 
 @router.post("/threads/{thread_id}/turns/{turn_id}/interrupt")
-async def interrupt_turn(turn_id: str, session: Session) -> TurnInterruptResponse:
-    return TurnInterruptResponse(turn=await session.interrupt(turn_id))
+async def interrupt_turn(thread_id: str, turn_id: str, methods: Methods) -> TurnInterruptResponse:
+    return await methods.turn_interrupt(TurnInterruptParams(thread_id=thread_id, turn_id=turn_id))
 
 
 @router.post("/threads/{thread_id}/turns/{turn_id}/steer")
-async def steer_turn(turn_id: str, body: TurnSteerBody, session: Session) -> TurnSteerResponse:
-    return TurnSteerResponse(item_id=session.steer(turn_id, body.input))
+async def steer_turn(
+    thread_id: str, turn_id: str, body: TurnSteerInput, methods: Methods
+) -> TurnSteerResponse:
+    return await methods.turn_steer(
+        with_path(TurnSteerParams, body, thread_id=thread_id, turn_id=turn_id)
+    )
 
 
 @router.post("/threads/{thread_id}/approvals/{item_id}")
 async def respond_approval(
-    item_id: str, body: ApprovalBody, session: Session
+    thread_id: str, item_id: str, body: ApprovalAnswer, methods: Methods
 ) -> ApprovalRespondResponse:
-    return ApprovalRespondResponse(
-        item=session.respond_approval(item_id, body.decision, body.message)
+    return await methods.approval_respond(
+        with_path(ApprovalRespondParams, body, thread_id=thread_id, item_id=item_id)
     )
 
 

@@ -8,13 +8,13 @@ and how it ended. Nobody on a chat completion can answer approvals, so calls the
 about are denied (and the agent is told). The thread's log keeps everything, as for any turn.
 """
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
+from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.protocol.events import Event
 from opencomposer.agent.protocol.items import ItemStatus, TextInput, ToolCallFields
+from opencomposer.agent.protocol.methods import TurnStartParams
 from opencomposer.agent.protocol.threads import TurnStatus
-from opencomposer.agent.runtime import AgentRuntime
-from opencomposer.agent.session import ThreadSession
 from opencomposer.agent.tool_items import describe_call
 from opencomposer.serving.engines.base import (
     EngineEvent,
@@ -40,33 +40,29 @@ _MARKS = {
 class AgentChatEngine:
     name = "agent"
 
-    def __init__(self, runtime: AgentRuntime, session: ThreadSession) -> None:
-        self.runtime = runtime
-        self.session = session
+    def __init__(self, api: AgentAPI, thread_id: str) -> None:
+        self.api = api
+        self.thread_id = thread_id
 
     async def models(self) -> list[ModelInfo]:
         return [ModelInfo(id=AGENT_MODEL, owned_by="opencomposer")]
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         users = [m for m in request.messages if m.role == "user" and m.content]
         text = users[-1].content if users else ""
-        session = self.session
-        events = session.subscribe(session.log.seq)
-        try:
-            turn = await session.start_turn([TextInput(text=text or "")])
-            answer: list[str] = []
-            kinds: dict[str, str] = {}  # item id -> item type, to tell answers from thinking
-            async for event in events:
+        params = TurnStartParams(thread_id=self.thread_id, input=[TextInput(text=text or "")])
+        answer: list[str] = []
+        kinds: dict[str, str] = {}  # item id -> item type, to tell answers from thinking
+        async with await self.api.stream_turn(params, answers_approvals=False) as stream:
+            async for event in stream:
                 if event.type == "item.started":
                     kinds[event.item.id] = event.item.type
                 for piece in _pieces(event, kinds):
                     answer.append(piece)
                     yield TextDelta(piece)
-                if event.type == "turn.completed" and event.turn.id == turn.id:
-                    ended = event.turn
-                    break
-        finally:
-            events.close()
+        ended = stream.ended
+        if ended is None:
+            raise EngineServerError("the agent turn did not finish: the server is stopping")
         if ended.status == TurnStatus.failed and ended.error is not None:
             raise EngineServerError(f"the agent turn failed: {ended.error.message}")
         usage = Usage(

@@ -137,7 +137,7 @@ async def chat_over_http(url: str, concurrency: int, total: int) -> tuple[float,
 async def chat_in_process(
     engine: InstantEngine, concurrency: int, total: int
 ) -> tuple[float, list[float]]:
-    request = GenerationRequest(messages=[ChatMessage(**m) for m in PROMPT])
+    request = GenerationRequest(messages=[ChatMessage.model_validate(m) for m in PROMPT])
 
     async def one(_client: int) -> float:
         started = time.perf_counter()

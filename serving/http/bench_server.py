@@ -35,9 +35,10 @@ def report_then_watch(server: uvicorn.Server, port_file: Path) -> None:
 
 
 def main(root: Path, port_file: Path) -> None:
-    settings = Settings(
-        home=root / "server", models_dir=root / "models", server={"workspace_roots": [root]}
-    )
+    settings = Settings(home=root / "server", models_dir=root / "models")
+    # Set afterwards: a `ServerSettings` passed to `Settings` would drop what
+    # OPENCOMPOSER_SERVER__* variables set, where this key merges with them.
+    settings.server.workspace_roots = [root]
     app = create_app(LoadedSettings(settings), None, engine=InstantEngine(ANSWER))
     # The backlog of `serve_in_thread`: 100 clients connect at once.
     server = uvicorn.Server(

@@ -4,7 +4,7 @@ convention never leaks into another's. Refusals made before routing (Host, Origi
 content type, body size) pick the same shape from the path."""
 
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 import pydantic_core
@@ -82,7 +82,7 @@ def translating_route(translate: Translate) -> type[APIRoute]:
     knows into responses."""
 
     class TranslatingRoute(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
             handler = super().get_route_handler()
 
             async def handle(request: Request) -> Response:

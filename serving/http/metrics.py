@@ -12,7 +12,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -99,7 +99,7 @@ class MeteredEngine:
     async def models(self) -> list[ModelInfo]:
         return await self.inner.models()
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         stream = self.inner.generate(request)
         try:
             async for event in stream:
@@ -107,7 +107,7 @@ class MeteredEngine:
                     self._count(event)
                 yield event
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()
 
     def _count(self, event: Finished) -> None:
         result, metrics = event.result, self.metrics

@@ -13,7 +13,7 @@ The model id `opencomposer-agent` names the agent, not a raw model: with an
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal, Protocol
 
@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.session import SessionError
 from opencomposer.serving.engines.base import (
     Capture,
@@ -337,7 +338,8 @@ async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
         raise OpenAIError(404, exc.message, code="thread_not_found") from None
     if session.running is not None:
         raise OpenAIError(409, f"thread {thread_id} has a turn running", code="turn_running")
-    return AgentChatEngine(state.runtime, session)
+    api = AgentAPI(state.runtime, lambda: state.runtime.settings.server.workspace_roots)
+    return AgentChatEngine(api, thread_id)
 
 
 async def resolve_model(state: ServerState, requested: str | None) -> str:
@@ -372,7 +374,10 @@ async def _complete(
 
 
 async def _sse(
-    stream: AsyncIterator[EngineEvent], first: EngineEvent, reply: "Reply", include_usage: bool
+    stream: AsyncGenerator[EngineEvent, None],
+    first: EngineEvent,
+    reply: "Reply",
+    include_usage: bool,
 ) -> AsyncIterator[str]:
     """The chunks of one streamed completion. Closing the engine stream on the way out (the
     client went away, so Starlette cancels this generator) cancels the generation."""
@@ -498,7 +503,7 @@ class ChatReply(Envelope):
         if not self.logprobs or result.tokens is None or result.tokens.logprobs is None:
             return None
         ids = result.tokens.completion_token_ids or []
-        content = [
+        content: list[dict[str, object]] = [
             {
                 "token": f"token_id:{ids[i]}" if i < len(ids) else "",
                 "logprob": logprob,

@@ -495,7 +495,7 @@ async def test_a_background_job_is_reviewed_whenever_it_is_read(
             "run_terminal",
             {
                 "command": f"git init -q sub && {fsmonitor} && echo planted && read go && "
-                "{fsmonitor} "
+                f"{fsmonitor} "
                 "&& echo again && sleep 60",
                 "background": True,
             },

@@ -57,7 +57,8 @@ def _parse_codex(lines: list[PatchLine]) -> list[FileOp]:
     number, last = lines[-1]
     if len(lines) < 2 or last.strip() != _END:
         raise PatchError(f"Patch line {number}: the patch must end with {_END!r}.")
-    body, i, ops = lines[1:-1], 0, []
+    body, i = lines[1:-1], 0
+    ops: list[FileOp] = []
     while i < len(body):
         number, line = body[i]
         header = line.strip()
@@ -340,9 +341,9 @@ def _shaped_end(lines: list[PatchLine], i: int) -> int:
 def _file_op(
     number: int, old: str | None, new: str | None, hunks: list[Hunk], renamed: bool = False
 ) -> FileOp:
-    if old is None and new is None:
-        raise PatchError(f"Patch line {number}: both names are /dev/null.")
     if old is None:
+        if new is None:
+            raise PatchError(f"Patch line {number}: both names are /dev/null.")
         if any(op != "+" for hunk in hunks for op, _ in hunk.lines):
             raise PatchError(
                 f"Patch line {number}: the diff creates {new}, so its hunk may only add lines.", new

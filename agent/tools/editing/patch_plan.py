@@ -16,6 +16,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from opencomposer.agent.tools.editing.miss import describe_miss
 from opencomposer.agent.tools.editing.patch_format import (
@@ -40,7 +41,8 @@ def plan_patch(
     current text with its own line endings, or None when it does not exist. Raises PatchError
     before returning anything if any part of the patch cannot apply."""
     _check_distinct(ops)
-    changes, notes = [], []
+    changes: list[PlannedChange] = []
+    notes: list[str] = []
     for op in ops:
         current = read(op.path)
         match op:
@@ -69,7 +71,7 @@ def plan_patch(
                         "text, no patch is needed.",
                         path,
                     )
-                kind = "move" if move_to else "update"
+                kind: Literal["move", "update"] = "move" if move_to else "update"
                 changes.append(PlannedChange(path, kind, current, new_text, move_to, adjusted))
     return changes, notes
 
@@ -214,8 +216,9 @@ def _place(
         raise _missing(text, lines, old, hunk, cursor, where)
     if len(found) == 1:
         return found[0], hunk, loose
-    if hunk.hint is not None:
-        return min(found, key=lambda start: (abs(start - hunk.hint), start)), hunk, loose
+    hint = hunk.hint  # a local, so the lambda sees it narrowed to int
+    if hint is not None:
+        return min(found, key=lambda start: (abs(start - hint), start)), hunk, loose
     shown = ", ".join(str(start + 1) for start in found[:10])
     more = "after its @@ lines " if hunk.anchors else ""
     raise where.fail(
@@ -259,7 +262,8 @@ def _anchor_ends(
     """For each line after the cursor that matches the first anchor, the line after the rest
     of the anchors (each found as the first match after the one before)."""
     keys = [line.strip() for line in lines]
-    ends, missing = [], anchors[0]
+    ends: list[int] = []
+    missing = anchors[0]
     for first in (i for i in range(cursor, len(lines)) if keys[i] == anchors[0].strip()):
         end = first + 1
         for anchor in anchors[1:]:

@@ -220,8 +220,7 @@ class GitGuard:
             repo = repository(entry)
             if repo is None:
                 continue
-            gitdirs = [repo.gitdir, common_dir(repo.gitdir)]
-            for gitdir in filter(None, gitdirs):
+            for gitdir in filter(None, [repo.gitdir, common_dir(repo.gitdir)]):
                 if gitdir.is_relative_to(self.root):
                     self._add(places, Place("gitdir", gitdir))
             trusted = (

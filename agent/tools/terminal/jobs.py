@@ -183,10 +183,15 @@ async def _exited(
     alone rounded each exit up to the next step of the backoff: a command that took 33 ms was
     seen at 63.)"""
     loop = asyncio.get_running_loop()
-    ended = loop.create_future()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def on_exit() -> None:  # the pidfd stays readable: the reader may fire again before removal
+        if not ended.done():
+            ended.set_result(None)
+
     pidfd = _pidfd(process)
     if pidfd is not None:
-        loop.add_reader(pidfd, lambda: ended.done() or ended.set_result(None))
+        loop.add_reader(pidfd, on_exit)
     try:
         delay = 0.001
         while process.returncode is None:

@@ -127,8 +127,8 @@ def make_prompts(folder: Path, model: CausalLM, count: int) -> Prompts:
             torch.randint(model.vocab_size, (SYNTHETIC_PROMPT_TOKENS,), generator=gen).tolist()
             for _ in range(count)
         ]
-        long = torch.randint(model.vocab_size, (long_length,), generator=gen).tolist()
-        return Prompts(decode, long, f"random token ids (seed {SEED})")
+        random_long = torch.randint(model.vocab_size, (long_length,), generator=gen).tolist()
+        return Prompts(decode, random_long, f"random token ids (seed {SEED})")
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     texts = [PROMPT_TEXTS[i % len(PROMPT_TEXTS)] for i in range(count)]
     texts = [
@@ -227,7 +227,8 @@ def load_transformers(folder: Path, device: torch.device, dtype: torch.dtype) ->
     except (OSError, ValueError, KeyError, ImportError) as exc:
         return None, f"transformers cannot load {folder.name} ({exc})"
     model.generation_config.eos_token_id = None  # fixed output length, as ours
-    return model.to(device).eval(), ""
+    # transformers declares `to` through functools.wraps, whose stub type does not bind self.
+    return model.to(device).eval(), ""  # type: ignore[arg-type]
 
 
 def transformers_generate(

@@ -345,7 +345,7 @@ def chat_format_for(model_dir: Path) -> ChatFormat:
                 special[key] = token
         return template_format(template, special)
     model_type = _read_json(model_dir / "config.json").get("model_type")
-    return BUILTIN_FORMATS.get(model_type, CHATML)
+    return BUILTIN_FORMATS.get(model_type, CHATML) if isinstance(model_type, str) else CHATML
 
 
 def _read_json(path: Path) -> dict[str, Any]:

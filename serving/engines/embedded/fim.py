@@ -60,7 +60,13 @@ class TextPrompts:
         # a raw prompt is text through and through.
         self._text = Tokenizer.from_str(tokenizer.to_str())
         self._text.encode_special_tokens = True
-        self.fim = next((f for f in FIM_FORMATS if self._has_all(f)), None)
+        self.fim: FimFormat | None = None
+        self._sentinels: tuple[int, int, int] | None = None
+        """The ids of `fim`'s prefix, suffix and middle tokens."""
+        for fim in FIM_FORMATS:
+            if (ids := self._sentinel_ids(fim)) is not None:
+                self.fim, self._sentinels = fim, ids
+                break
         self.stop_ids = frozenset(chat_stop_ids) | self._ids(END_OF_TEXT)
         self._fim_stop_ids = self._ids(self.fim.stops if self.fim else ())
 
@@ -69,26 +75,22 @@ class TextPrompts:
             token for text in tokens if (token := self.tokenizer.token_to_id(text)) is not None
         )
 
-    def _has_all(self, fim: FimFormat) -> bool:
-        return all(
-            self.tokenizer.token_to_id(token) is not None
-            for token in (fim.prefix, fim.suffix, fim.middle)
-        )
+    def _sentinel_ids(self, fim: FimFormat) -> tuple[int, int, int] | None:
+        """The ids of the format's three sentinels, or None unless the vocabulary has all."""
+        token_id = self.tokenizer.token_to_id
+        prefix, suffix, middle = token_id(fim.prefix), token_id(fim.suffix), token_id(fim.middle)
+        if prefix is None or suffix is None or middle is None:
+            return None
+        return prefix, suffix, middle
 
     def encode(self, prompt: TextPrompt) -> EncodedPrompt:
         """Token ids of the prompt, and the tokens that end its completion."""
-        if prompt.suffix is None or self.fim is None:
+        if prompt.suffix is None or self._sentinels is None:
             # The tokenizer's own template adds BOS where the model expects one.
             ids = self._text.encode(prompt.prefix, add_special_tokens=True).ids
             return EncodedPrompt(ids, self.stop_ids)
-        sentinel = self.tokenizer.token_to_id
-        ids = [
-            sentinel(self.fim.prefix),
-            *self._plain(prompt.prefix),
-            sentinel(self.fim.suffix),
-            *self._plain(prompt.suffix),
-            sentinel(self.fim.middle),
-        ]
+        prefix, suffix, middle = self._sentinels
+        ids = [prefix, *self._plain(prompt.prefix), suffix, *self._plain(prompt.suffix), middle]
         return EncodedPrompt(ids, self.stop_ids | self._fim_stop_ids)
 
     def _plain(self, text: str) -> list[int]:

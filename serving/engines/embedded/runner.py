@@ -64,14 +64,16 @@ class ModelRunner:
             device=self.device,
         )
         hidden = self.model(ids, ctx)
-        rows, start = [], 0
+        rows: list[int] = []  # the hidden states that are sampled from
+        start = 0
         for run in runs:
             if run.samples:
                 rows.extend(range(start + len(run.tokens) - 1, start + run.length))
             start += run.length
         logits = self.model.compute_logits(hidden[rows]).cpu() if rows else None
         experts = torch.cat(ctx.routed_experts, dim=1).cpu() if ctx.routed_experts else None
-        outputs, start, row = [], 0, 0
+        outputs: list[RunOutput] = []
+        start, row = 0, 0
         for run in runs:
             end = start + run.length
             run_logits = None

@@ -11,7 +11,7 @@ first use, off the event loop.
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -168,7 +168,7 @@ class EmbeddedEngine:
                     raise EngineUnavailable(f"cannot load model {name!r}: {exc}") from exc
             return self._loaded
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         loaded = await self._load()
         prompt, stop_ids = self._encode(loaded, request)
         sampling = request.sampling

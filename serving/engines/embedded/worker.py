@@ -10,7 +10,7 @@ reads one). All requests in flight share every forward: that is the continuous b
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from torch import Tensor
@@ -69,7 +69,9 @@ class EngineWorker:
         self._thread = threading.Thread(target=self._loop, name="embedded-engine", daemon=True)
         self._thread.start()
 
-    async def run(self, prompt: list[int], options: SamplingOptions) -> AsyncIterator[Progress]:
+    async def run(
+        self, prompt: list[int], options: SamplingOptions
+    ) -> AsyncGenerator[Progress, None]:
         """The request's progress after each step that advanced it, until it finishes.
         Closing the iterator early aborts the request and frees its blocks. Raises what
         admitting or stepping the request raised, or `WorkerClosed`."""

@@ -51,7 +51,8 @@ async def test_interrupt_kills_a_running_command(make_runtime, repo: Path) -> No
     turn = await session.start_turn(text("run it"))
     await _wait_for(
         lambda: any(
-            isinstance(i, CommandExecutionItem) and i.id in session._partial for i in session.items
+            isinstance(i, CommandExecutionItem) and session.item_log.streamed(i.id)
+            for i in session.items
         )
     )
     ended = await session.interrupt(turn.id)

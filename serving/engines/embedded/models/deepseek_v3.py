@@ -94,6 +94,9 @@ class Router(nn.Module):
     """Router logits in float32, as transformers computes them: the gate weight and the bias
     are created float32, so a model built in bfloat16 keeps them (a later cast would not)."""
 
+    e_score_correction_bias: Tensor
+    """[experts] float32, added to the scores for choosing experts only (a buffer)."""
+
     def __init__(self, config: DeepseekV3Config) -> None:
         super().__init__()
         self.config = config
@@ -236,6 +239,11 @@ class DeepseekV3Model(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(inv_freq)
 
+    def decoder_layers(self) -> list[DecoderLayer]:
+        """The layers, MTP's included, as what they are: `nn.ModuleList` hands them out as
+        plain modules."""
+        return [layer for layer in self.layers if isinstance(layer, DecoderLayer)]
+
     def rope(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """cos, sin scaled by YaRN's attention factor in float32, then cast (as transformers)."""
         cos, sin = self.rotary_emb(positions, torch.float32)
@@ -276,7 +284,7 @@ class DeepseekV3ForCausalLM(CausalLM):
 
     def allocate_kv_cache(self, num_slots: int, dtype: torch.dtype | None = None) -> None:
         weight = self.model.embed_tokens.weight
-        for layer in self.model.layers:
+        for layer in self.model.decoder_layers():
             attn = layer.self_attn
             attn.cache = torch.zeros(
                 num_slots,

@@ -119,6 +119,10 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope))
 
+    def decoder_layers(self) -> list[LlamaDecoderLayer]:
+        """The layers as what they are: `nn.ModuleList` hands them out as plain modules."""
+        return [layer for layer in self.layers if isinstance(layer, LlamaDecoderLayer)]
+
     def forward(self, input_ids: Tensor, ctx: ForwardContext) -> Tensor:
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary_emb(ctx.positions, x.dtype)
@@ -170,14 +174,15 @@ class LlamaForCausalLM(CausalLM):
 
     def allocate_kv_cache(self, num_slots: int, dtype: torch.dtype | None = None) -> None:
         weight = self.model.embed_tokens.weight
-        for layer in self.model.layers:
+        for layer in self.model.decoder_layers():
             attn = layer.self_attn
             shape = (num_slots, attn.num_kv_heads, attn.head_dim)
             attn.k_cache = torch.zeros(shape, dtype=dtype or weight.dtype, device=weight.device)
             attn.v_cache = torch.zeros_like(attn.k_cache)
 
     def forward(self, input_ids: Tensor, ctx: ForwardContext) -> Tensor:
-        if self.model.layers and self.model.layers[0].self_attn.k_cache.numel() == 0:
+        first = self.model.layers[0] if self.model.layers else None
+        if isinstance(first, LlamaDecoderLayer) and first.self_attn.k_cache.numel() == 0:
             raise RuntimeError("allocate_kv_cache before the first forward")
         return self.model(input_ids, ctx)
 

@@ -102,6 +102,8 @@ class AgentAPI:
             title=params.title,
             model=params.model,
             approval_policy=params.approval_policy,
+            limits=params.limits,
+            tools=params.tools,
         )
         return ThreadStartResponse(thread=session.thread)
 
@@ -158,7 +160,7 @@ class AgentAPI:
         """Start a turn with `watch` subscribed from before its first event."""
         session = await self.session(params.thread_id)
         watch(session, session.log.seq)
-        return session, await session.start_turn(params.input)
+        return session, await session.start_turn(params.input, params.limits)
 
     async def stream_turn(
         self, params: TurnStartParams, *, answers_approvals: bool = True

@@ -21,11 +21,18 @@ the goal is well under 5 ms a step. Measured, each beside a floor it cannot beat
 - prompt rebuild: `build_messages` over a realistic 200-item thread (user messages,
   reasoning, answers, tool calls with outputs of a few KB), which the runtime does before
   every step; reference: serializing the same items to JSON.
+- growth: one turn long enough to reach 1,000 items; the runtime's cost per step when the
+  thread holds about 100 and 1,000 items, beside the same at 10 items (it must not grow with
+  the thread), and the trace store's size for the whole turn (events and model-call records)
+  per 1,000 items, beside the items' own JSON.
+- rollouts: 32 scripted threads run at once in one runtime (their own workspaces, harnesses
+  and redactors, as RL rollouts run), in rollouts/s, beside one thread alone.
 
 Each figure is the median of a few runs; machines are noisy, so compare ratios taken in one
 run, not figures across runs.
 """
 
+import asyncio
 import json
 import random
 import sqlite3
@@ -40,6 +47,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.context import build_messages
 from opencomposer.agent.protocol.events import Event, ItemCompletedEvent, ItemStartedEvent
 from opencomposer.agent.protocol.items import (
@@ -53,6 +61,7 @@ from opencomposer.agent.protocol.items import (
     TextInput,
     UserMessageItem,
 )
+from opencomposer.agent.protocol.methods import TurnStartParams
 from opencomposer.agent.protocol.threads import StopReason, Thread
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.tools.base import ToolContext, ToolResult
@@ -72,12 +81,18 @@ from opencomposer.serving.engines.base import (
     Usage,
     complete,
 )
-from opencomposer.serving.engines.replay import ReplayEngine
+from opencomposer.serving.engines.replay import ReplayEngine, stream_events
 
 STEP_GOAL_MS = 5.0
 # Large enough that no step of the benchmark triggers self-summarization.
 CONTEXT_WINDOW = 1_000_000
 THREAD_ID = "thr_bench"
+# Thread sizes at which the growth benchmark reads the cost of a step.
+GROWTH_ITEMS = (10, 100, 1000)
+# Steps on each side of a mark averaged into its figure.
+GROWTH_WINDOW = 2
+# Tool steps of each benchmark rollout (then an answer).
+ROLLOUT_STEPS = 5
 TURN_ID = "turn_bench"
 _WORDS = (
     "the",
@@ -121,6 +136,13 @@ class TurnTiming:
     tool_calls: int
     step_seconds: list[float]
     """Each step, from its model request to the next (or to the turn's end)."""
+
+    items: int
+    item_bytes: int
+    """The thread's items as JSON, the readable log's own size."""
+
+    store_bytes: int
+    """The trace store's files after the turn: events and model-call records."""
 
 
 class TimedTodoWrite(TodoWrite):
@@ -234,8 +256,11 @@ async def time_turn(root: Path, steps: int, calls_per_step: int = 1) -> TurnTimi
         started = time.perf_counter()
         turn = await session.run_turn([TextInput(text="Check every part and keep a plan.")])
         ended = time.perf_counter()
+        items = list(session.items)
     finally:
         await runtime.close()
+    store = root / "home" / "traces.db"
+    store_bytes = sum(p.stat().st_size for p in store.parent.glob(store.name + "*"))
     if turn.stop_reason != StopReason.answered or turn.usage.model_calls != steps + 1:
         raise RuntimeError(
             f"the benchmark turn ended early: {turn.stop_reason} "
@@ -248,6 +273,9 @@ async def time_turn(root: Path, steps: int, calls_per_step: int = 1) -> TurnTimi
         steps + 1,
         steps * calls_per_step,
         [b - a for a, b in pairwise(marks)],
+        len(items),
+        sum(len(item.model_dump_json().encode()) for item in items),
+        store_bytes,
     )
 
 
@@ -587,12 +615,118 @@ def bench_prompt(thread_items: int, repeat: int) -> list[Row]:
 # --------------------------------------------------------------------------- all of it
 
 
+# --------------------------------------------------------------------------- scale
+
+
+def step_at(turn: TurnTiming, items: int) -> float:
+    """Mean seconds of the steps around the one that starts with about `items` items (a user
+    message, then an agent message and a call per step)."""
+    step = max((items - 1) // 2, 0)
+    window = turn.step_seconds[max(step - GROWTH_WINDOW, 0) : step + GROWTH_WINDOW + 1]
+    return sum(window) / len(window)
+
+
+async def bench_growth(root: Path, repeat: int) -> list[Row]:
+    """The cost of a step as the thread grows, and what the store keeps for it."""
+    steps = GROWTH_ITEMS[-1] // 2 + GROWTH_WINDOW + 1
+    at: dict[int, list[float]] = {mark: [] for mark in GROWTH_ITEMS}
+    store_kb, item_kb = [], []
+    for run in range(repeat):
+        turn = await time_turn(root / f"growth{run}", steps)
+        for mark in GROWTH_ITEMS:
+            at[mark].append(step_at(turn, mark))
+        store_kb.append(turn.store_bytes / turn.items)
+        item_kb.append(turn.item_bytes / turn.items)
+    first, *later = GROWTH_ITEMS
+    rows = [
+        Row(
+            f"model step at {mark:,} items",
+            f"at {first} items",
+            median_of(at[first]),
+            median_of(at[mark]),
+            "s",
+            "whole step (a todo_write call in it); 1.0x means no growth with the thread",
+        )
+        for mark in later
+    ]
+    rows.append(
+        Row(
+            "trace store: a turn / 1,000 items",
+            "items' JSON",
+            median_of(item_kb),
+            median_of(store_kb),
+            "KB",
+            f"{steps + 1} model calls; events and model-call records (each with its request)",
+        )
+    )
+    return rows
+
+
+class RolloutEngine(ReplayEngine):
+    """Answers every thread by its own progress (the assistant messages in its prompt), so any
+    number of threads can share it, as rollouts share a policy server."""
+
+    def __init__(self, script: list[GenerationResult]) -> None:
+        super().__init__(script, context_window=CONTEXT_WINDOW)
+        self.script = script
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
+        done = sum(message.role == "assistant" for message in request.messages)
+        for event in stream_events(self.script[done]):
+            yield event
+
+
+async def time_rollouts(root: Path, threads: int, steps: int) -> float:
+    """Rollouts per second: `threads` turns of `steps` tool steps, all at once, in one
+    runtime, each in a workspace of its own and read through `AgentAPI.stream_turn`."""
+    runtime = AgentRuntime(bench_settings(root, steps), RolloutEngine(scripted_turn(steps)))
+    api = AgentAPI(runtime, lambda: [root])
+    try:
+        thread_ids = []
+        for n in range(threads):
+            workspace = root / f"workspace{n}"
+            workspace.mkdir(parents=True)
+            thread_ids.append((await runtime.start_thread(workspace)).thread.id)
+
+        async def rollout(thread_id: str) -> None:
+            params = TurnStartParams(thread_id=thread_id, input=[TextInput(text="Check it.")])
+            async with await api.stream_turn(params, answers_approvals=False) as stream:
+                async for _ in stream:
+                    pass
+            if stream.ended is None or stream.ended.stop_reason != StopReason.answered:
+                raise RuntimeError(f"a benchmark rollout ended early: {stream.ended}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(rollout(thread_id) for thread_id in thread_ids))
+        return threads / (time.perf_counter() - started)
+    finally:
+        await runtime.close()
+
+
+async def bench_rollouts(root: Path, threads: int, steps: int, repeat: int) -> list[Row]:
+    alone, together = [], []
+    for run in range(repeat):
+        alone.append(await time_rollouts(root / f"alone{run}", 1, steps))
+        together.append(await time_rollouts(root / f"together{run}", threads, steps))
+    return [
+        Row(
+            f"rollouts: {threads} threads at once",
+            "1 thread",
+            median_of(alone),
+            median_of(together),
+            "rollouts/s",
+            f"{steps} todo_write steps and an answer each, one process; higher is better",
+        )
+    ]
+
+
 async def run_agent_bench(
     *,
     steps: int = 50,
     calls: int = 100,
     items: int = 2000,
     thread_items: int = 200,
+    rollouts: int = 32,
     repeat: int = 3,
 ) -> tuple[list[Row], dict[str, Any]]:
     """Every measurement above; `calls` (in one step) must be at least 2."""
@@ -608,10 +742,13 @@ async def run_agent_bench(
         (root / "store").mkdir()
         rows += bench_store(root / "store", items, repeat)
         rows += bench_prompt(thread_items, repeat)
+        rows += await bench_growth(root / "growth", repeat)
+        rows += await bench_rollouts(root / "rollouts", rollouts, ROLLOUT_STEPS, repeat)
     return rows, {
         **info,
         "calls": calls,
         "items": items,
         "thread_items": thread_items,
+        "rollouts": rollouts,
         "repeat": repeat,
     }

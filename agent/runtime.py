@@ -11,13 +11,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from opencomposer.agent.approvals import tightened
-from opencomposer.agent.facts import system_prompt
+from opencomposer.agent.facts import Facts, MachineFacts, system_prompt
 from opencomposer.agent.protocol.common import ApprovalPolicy
 from opencomposer.agent.protocol.events import ThreadStartedEvent
-from opencomposer.agent.protocol.threads import Thread, TurnStatus, TurnWithItems
+from opencomposer.agent.protocol.threads import Thread, TurnLimits, TurnStatus, TurnWithItems
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.tools.base import Tool
 from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.agent.traces.store import TraceStore
 from opencomposer.agent.workspace_policy import refuse_unsafe_workspace
@@ -39,7 +40,10 @@ class AgentRuntime:
         store: TraceStore | None = None,
         tools: Sequence[Tool] | None = None,
         workspace_factory: WorkspaceFactory = Workspace,
+        facts: Facts | None = None,
     ) -> None:
+        """`facts`: where prompts' facts (OS, date, git status) come from; this machine's by
+        default, fixed ones to reproduce a prompt exactly (a rollout, a golden test)."""
         self.settings = settings
         self.engine = engine
         secrets = [
@@ -50,14 +54,27 @@ class AgentRuntime:
         self.store = store or TraceStore(settings.home / "traces.db", self.redactor)
         self._tools = tools
         self._workspace_factory = workspace_factory
+        self.facts = facts or MachineFacts()
         self._sessions: dict[str, ThreadSession] = {}
 
-    def _harness(self, workspace: Path, thread_id: str) -> ToolHarness:
+    def _harness(
+        self, workspace: Path, thread_id: str, only: Sequence[str] | None = None
+    ) -> ToolHarness:
+        tools = list(self._tools or default_tools())
+        if only is not None:
+            names = {tool.name for tool in tools}
+            unknown = sorted(set(only) - names)
+            if unknown:
+                raise SessionError(
+                    f"no tool named {', '.join(unknown)}; the tools are {', '.join(sorted(names))}",
+                    kind="invalid_request",
+                )
+            tools = [tool for tool in tools if tool.name in only]
         return ToolHarness(
             self._workspace_factory(workspace),
             self.settings.tools,
             self.settings.home,
-            tools=self._tools,
+            tools=tools,
             thread_id=thread_id,
             redactor=self.redactor.child(),
             models_dir=self.settings.models_dir,
@@ -70,7 +87,11 @@ class AgentRuntime:
         title: str | None = None,
         model: str | None = None,
         approval_policy: ApprovalPolicy | None = None,
+        limits: TurnLimits | None = None,
+        tools: Sequence[str] | None = None,
     ) -> ThreadSession:
+        """A new thread in `workspace`; `limits` and `tools` (a subset, by name) hold for all
+        of its turns, and for the thread when it is resumed."""
         root = workspace.expanduser().resolve()
         refuse_unsafe_workspace(root, self.settings)  # for every transport, whatever its roots
         if not root.is_dir():
@@ -81,10 +102,12 @@ class AgentRuntime:
             title=title,
             model=model or self.settings.engine.model,
             approval_policy=tightened(self.settings.agent.approval, approval_policy),
+            limits=limits or TurnLimits(),
+            tools=sorted(set(tools)) if tools is not None else None,
         )
-        harness = self._harness(root, thread.id)
+        harness = self._harness(root, thread.id, thread.tools)
         thread = harness.redactor.redact_data(thread)  # a client's title may hold a secret
-        prompt = system_prompt(harness)
+        prompt = system_prompt(harness, self.facts)
         self.store.create_thread(thread, prompt)
         session = ThreadSession(
             thread,
@@ -93,6 +116,7 @@ class AgentRuntime:
             store=self.store,
             harness=harness,
             system_prompt=prompt,
+            facts=self.facts,
         )
         session.log.emit(ThreadStartedEvent, thread=thread)
         self._sessions[thread.id] = session
@@ -126,9 +150,10 @@ class AgentRuntime:
             settings=self.settings,
             engine=self.engine,
             store=self.store,
-            harness=self._harness(root, thread.id),
+            harness=self._harness(root, thread.id, thread.tools),
             system_prompt=self.store.system_prompt(thread_id),
             items=self.store.items(thread_id),
+            facts=self.facts,
         )
         self._sessions[thread.id] = session
         return session

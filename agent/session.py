@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from opencomposer.agent.approvals import ApprovalGate
 from opencomposer.agent.context import current_todos
 from opencomposer.agent.eventlog import Subscription, ThreadLog
-from opencomposer.agent.facts import turn_context
+from opencomposer.agent.facts import Facts, MachineFacts, turn_context
 from opencomposer.agent.item_log import ItemLog
 from opencomposer.agent.protocol.events import TurnCompletedEvent, TurnStartedEvent
 from opencomposer.agent.protocol.items import (
@@ -30,14 +30,14 @@ from opencomposer.agent.protocol.items import (
     UserMessageItem,
 )
 from opencomposer.agent.protocol.methods import ApprovalRequestResponse
-from opencomposer.agent.protocol.threads import Thread, Turn
+from opencomposer.agent.protocol.threads import Thread, Turn, TurnLimits
 from opencomposer.agent.summarizer import summary_trigger
 from opencomposer.agent.tokens import ContextWindow
 from opencomposer.agent.tools.checkpoints import UndoScope
 from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
 from opencomposer.agent.traces.records import edit_outcomes, model_call_record
 from opencomposer.agent.traces.store import Outcome, TraceStore
-from opencomposer.agent.turn import ActiveTurn
+from opencomposer.agent.turn import ActiveTurn, TurnBudget
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
     Capture,
@@ -85,12 +85,14 @@ class ThreadSession:
         harness: ToolHarness,
         system_prompt: str,
         items: Sequence[Item] = (),
+        facts: Facts | None = None,
     ) -> None:
         self.thread = thread
         self.settings = settings
         self.engine = engine
         self.store = store
         self.harness = harness
+        self.facts = facts or MachineFacts()
         self.log = ThreadLog(store, thread.id, harness.redactor, harness.secret_files)
         self.log.on_unsubscribe = self._approvers_changed
         self.item_log = ItemLog(self.log, system_prompt, items)
@@ -120,8 +122,9 @@ class ThreadSession:
     def running(self) -> Turn | None:
         return self._running.turn if self._running else None
 
-    async def start_turn(self, content: list[UserInput]) -> Turn:
-        """Start a turn for this request; its progress arrives as events."""
+    async def start_turn(self, content: list[UserInput], limits: TurnLimits | None = None) -> Turn:
+        """Start a turn for this request, within `limits` as well as the thread's; its
+        progress arrives as events."""
         if self._running is not None:
             raise SessionError(
                 f"turn {self._running.turn.id} is still running; interrupt it "
@@ -135,7 +138,7 @@ class ThreadSession:
         try:
             self._record_followup()
             turn = Turn(id=f"turn_{uuid.uuid4().hex[:12]}", thread_id=self.thread.id)
-            context = await turn_context(self.harness, self.items)
+            context = await turn_context(self.harness, self.items, self.facts)
         finally:
             self._starting = False
         # The user may have written a .env file since the last turn: known before anything
@@ -162,6 +165,7 @@ class ThreadSession:
             record_call=self.record_call,
             capture=self.capture,
             model=self.thread.model,
+            budget=TurnBudget.of(self.settings.agent, self.thread.limits, limits),
         )
         task = asyncio.create_task(self._run(active), name=f"turn {turn.id}")
         self._running = _Running(turn, task, active)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from opencomposer.agent.approvals import ApprovalGate
 from opencomposer.agent.item_log import ItemLog
@@ -32,7 +32,7 @@ from opencomposer.agent.protocol.items import (
     UserMessageItem,
 )
 from opencomposer.agent.protocol.methods import ApprovalRequestResponse
-from opencomposer.agent.protocol.threads import StopReason, Turn, TurnStatus
+from opencomposer.agent.protocol.threads import StopReason, Turn, TurnLimits, TurnStatus
 from opencomposer.agent.repetition import WARNING, Repetition, RepetitionGuard
 from opencomposer.agent.summarizer import summarize_if_due
 from opencomposer.agent.tokens import ContextWindow
@@ -63,6 +63,7 @@ RETRY_BACKOFF = 1.0
 MIN_STEP_TOKENS = 64
 _INTERRUPTED = "\n[interrupted: the user stopped the turn]"
 _OUT_OF_TIME = "\n[interrupted: the turn ran out of wall time]"
+Number = TypeVar("Number", int, float)
 
 
 class TurnStopped(Exception):
@@ -88,8 +89,23 @@ class TurnBudget:
     wall_time: float | None = None
 
     @classmethod
-    def of(cls, settings: AgentSettings) -> "TurnBudget":
-        return cls(settings.max_steps, settings.max_turn_tokens, settings.max_wall_time)
+    def of(cls, settings: AgentSettings, *limits: TurnLimits | None) -> "TurnBudget":
+        """The server's budget, tightened by each of `limits` (the thread's, the turn's)."""
+        steps: list[int | None] = [settings.max_steps]
+        tokens = [settings.max_turn_tokens]
+        seconds = [settings.max_wall_time]
+        for limit in limits:
+            if limit is not None:
+                steps.append(limit.max_steps)
+                tokens.append(limit.max_tokens)
+                seconds.append(limit.max_wall_time)
+        return cls(min(s for s in steps if s is not None), _least(tokens), _least(seconds))
+
+
+def _least(values: list[Number | None]) -> Number | None:
+    """The smallest of the limits that are set (None: no limit at all)."""
+    present = [value for value in values if value is not None]
+    return min(present) if present else None
 
 
 class ApprovalAsker(Protocol):

@@ -17,7 +17,7 @@ from opencomposer.agent.protocol.items import (
     FileChange,
     UserInput,
 )
-from opencomposer.agent.protocol.threads import Thread, Turn, TurnWithItems
+from opencomposer.agent.protocol.threads import Thread, Turn, TurnLimits, TurnWithItems
 
 MAX_SEQ = 2**63 - 1
 """The largest event `seq`: SQLite's INTEGER is 64-bit, and a bigger number given as
@@ -38,6 +38,12 @@ class ThreadStartParams(ProtocolModel):
     """Restrictions on top of the server's configured policy, which always applies too: a
     client can make calls ask or be refused that would run, never the reverse. The
     server's policy alone when absent."""
+
+    limits: TurnLimits | None = None
+    """Limits for every turn of the thread, within the server's."""
+
+    tools: list[str] | None = Field(default=None, min_length=1)
+    """Only these tools, by name (an environment's tool set); every tool when absent."""
 
 
 class ThreadStartResponse(ProtocolModel):
@@ -144,6 +150,9 @@ class TurnStartInput(ProtocolModel):
 
     input: list[UserInput] = Field(min_length=1)
     """The request: text and references, in order."""
+
+    limits: TurnLimits | None = None
+    """Limits for this turn only, within the thread's."""
 
 
 class TurnStartParams(TurnStartInput):

@@ -15,6 +15,21 @@ from opencomposer.agent.protocol.common import (
 from opencomposer.agent.protocol.items import Item
 
 
+class TurnLimits(ProtocolModel):
+    """What a turn may spend. Unset is the server's limit; a value above the server's is
+    lowered to it (limits only tighten), so a client or a trainer can shorten turns, never
+    lengthen them."""
+
+    max_steps: int | None = Field(default=None, ge=1)
+    """Model calls (summaries not counted)."""
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Prompt tokens not served from the engine's cache, plus generated tokens."""
+
+    max_wall_time: float | None = Field(default=None, gt=0)
+    """Seconds, from the turn's start to its end."""
+
+
 class Thread(ProtocolModel):
     id: str
     """Unique thread id."""
@@ -32,6 +47,12 @@ class Thread(ProtocolModel):
     """Which tool calls run on their own, are asked about, or are refused: the client's
     request made no looser than the server's policy, which is also applied to every call
     as it stands when the call is made."""
+
+    limits: TurnLimits = Field(default_factory=TurnLimits)
+    """Limits every turn of the thread runs under (within the server's)."""
+
+    tools: list[str] | None = None
+    """The tools the thread's turns may call, by name; every tool when None."""
 
     created_at: datetime = Field(default_factory=utc_now)
     """When the thread was created."""

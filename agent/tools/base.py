@@ -12,17 +12,21 @@ the harness.
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from opencomposer.agent.protocol.common import ActionClass
+from opencomposer.agent.protocol.items import FileChange, TodoEntry
+from opencomposer.agent.tools.changes import FileOp
+from opencomposer.agent.tools.indexes import CodeIndexes
+from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
+from opencomposer.agent.tools.terminal.sandbox import Sandbox
+from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.config import ToolSettings
 from opencomposer.serving.engines.base import ToolSpec
-
-if TYPE_CHECKING:
-    from opencomposer.agent.tools.harness import ToolHarness
-    from opencomposer.agent.tools.terminal.jobs import OnOutput
 
 View = Literal["tool_call", "command_execution", "file_change", "search", "file_read", "todo_list"]
 
@@ -47,14 +51,37 @@ class ToolResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+class ToolServices(Protocol):
+    """What a tool may use of the harness that runs it (`ToolHarness` is the one): the
+    workspace, the command jobs and their sandbox, the code indexes, the to-do list, and
+    `apply`, the one way file changes are written (checkpointed for undo)."""
+
+    settings: ToolSettings
+    todos: list[TodoEntry]
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def indexes(self) -> CodeIndexes: ...
+
+    @property
+    def jobs(self) -> JobManager: ...
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+
+    async def apply(self, ops: Sequence[FileOp], ctx: "ToolContext") -> list[FileChange]: ...
+
+
 @dataclass
 class ToolContext:
-    harness: "ToolHarness"
+    harness: ToolServices
     call_id: str
     turn_id: str | None = None
     """Groups the call's file changes into a turn for undo."""
 
-    on_output: "OnOutput | None" = None
+    on_output: OnOutput | None = None
     """Receives a command's output as it arrives, for clients to watch it live."""
 
 

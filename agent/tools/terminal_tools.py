@@ -15,17 +15,14 @@ the user instead of retrying.
 import shlex
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
 from opencomposer.agent.protocol.common import ActionClass
-from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult
+from opencomposer.agent.tools.base import Tool, ToolArgs, ToolContext, ToolResult, ToolServices
 from opencomposer.agent.tools.terminal.classify import classify_command
 from opencomposer.agent.tools.terminal.jobs import CommandResult
-
-if TYPE_CHECKING:
-    from opencomposer.agent.tools.harness import ToolHarness
 
 MAX_TIMEOUT = 600.0
 
@@ -67,7 +64,7 @@ def describe(
 
 
 async def guarded(
-    harness: "ToolHarness", result: CommandResult, described: ToolResult, command: str | None = None
+    harness: ToolServices, result: CommandResult, described: ToolResult, command: str | None = None
 ) -> ToolResult:
     """`described` with the git guard's review: what it neutralized since the last result,
     and why a git command failed when the read-only binds refused it."""

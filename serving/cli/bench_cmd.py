@@ -62,25 +62,34 @@ def agent(
     thread_items: Annotated[
         int, typer.Option(min=1, help="Items in the thread whose prompt is rebuilt.")
     ] = 200,
+    rollouts: Annotated[
+        int, typer.Option(min=1, help="Scripted threads run at once in one process.")
+    ] = 32,
     repeat: Annotated[int, typer.Option(min=1, help="Runs per figure (median).")] = 3,
     json: Json = False,
 ) -> None:
     """The runtime's own overhead: per model step and per tool call against an instant replay
-    engine, trace-store writes, and prompt rebuilds. Runs in a scratch home on defaults."""
+    engine, trace-store writes, prompt rebuilds, the step's cost as the thread grows to 1,000
+    items, and concurrent rollouts. Runs in a scratch home on defaults."""
     from opencomposer.agent.bench import run_agent_bench  # the runtime loads only here
 
     with err.status("benchmarking the agent runtime"):
         rows, info = asyncio.run(
             run_agent_bench(
-                steps=steps, calls=calls, items=items, thread_items=thread_items, repeat=repeat
+                steps=steps,
+                calls=calls,
+                items=items,
+                thread_items=thread_items,
+                rollouts=rollouts,
+                repeat=repeat,
             )
         )
     print_bench(
         rows,
         info,
         f"{steps + 1}-step turns against an instant replay engine, "
-        f"{items:,} trace items, a {thread_items}-item thread; median of "
-        f"{repeat} runs",
+        f"{items:,} trace items, a {thread_items}-item thread, {rollouts} rollouts at once; "
+        f"median of {repeat} runs",
         json,
     )
 

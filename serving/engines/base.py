@@ -11,15 +11,22 @@ A stream is an async generator. Consumers that may stop early must close it (use
 """
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from opencomposer.serving.engines.errors import EngineProtocolError
+
+if TYPE_CHECKING:  # torch loads only with the embedded engine, never for a remote backend
+    from torch import Tensor
+
+Weights: TypeAlias = "Mapping[str, Tensor] | Path"
+"""New weights for `Engine.update_weights`: named tensors, or a safetensors file."""
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
@@ -284,6 +291,15 @@ class Engine(Protocol):
     def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         """Stream one generation; raises `EngineError` subclasses, never hangs past the
         configured timeouts. Closing the iterator cancels the request."""
+        ...
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        """Serve new weights from the next request on: named tensors (or a safetensors file)
+        replacing the parameters they name, or added to them when `delta`. Applied between
+        requests, never inside one, with every cached prefix dropped (it was computed with
+        the old weights); results report `version` as their `tokens.weights_version`.
+        Raises `EngineRequestError` where the backend cannot take weights, and leaves the
+        served weights as they were when an update does not fit the model."""
         ...
 
     async def aclose(self) -> None:

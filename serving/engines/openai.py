@@ -22,6 +22,7 @@ from opencomposer.serving.engines.base import (
     Finished,
     GenerationRequest,
     ModelInfo,
+    Weights,
 )
 from opencomposer.serving.engines.errors import (
     ContextLengthExceeded,
@@ -123,6 +124,12 @@ class OpenAIEngine:
         for event in events:
             yield event
         yield Finished(result)
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        raise EngineRequestError(
+            "an OpenAI-compatible server takes no weights over its API: restart it on the new "
+            "checkpoint (or serve with the embedded engine)"
+        )
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -17,9 +17,11 @@ from opencomposer.serving.engines.base import (
     ModelInfo,
     ReasoningDelta,
     TextDelta,
+    TokenTrace,
     ToolCallArgumentsDelta,
     ToolCallStarted,
     Usage,
+    Weights,
 )
 from opencomposer.serving.engines.errors import EngineRequestError
 
@@ -54,6 +56,7 @@ class ReplayEngine:
         self._results = list(results)
         self._next = 0
         self._model = ModelInfo(id=model, context_window=context_window, owned_by="replay")
+        self.weights_version: str | None = None
 
     async def models(self) -> list[ModelInfo]:
         return [self._model]
@@ -66,8 +69,16 @@ class ReplayEngine:
         if result.usage is None:
             prompt = request.prompt_chars() // PIECE
             result = replace(result, usage=Usage(prompt, len(result.text) // PIECE + 1))
+        if self.weights_version is not None:
+            tokens = replace(result.tokens or TokenTrace(), weights_version=self.weights_version)
+            result = replace(result, tokens=tokens)
         for event in stream_events(result):
             yield event
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        """A recording has no weights to change; later results report `version`, as a real
+        engine's would, so a training loop can be run against a replay."""
+        self.weights_version = version
 
     async def aclose(self) -> None:
         return None

@@ -43,8 +43,13 @@ from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from opencomposer.config import EngineSettings
-from opencomposer.serving.engines.base import EngineEvent, GenerationRequest, ModelInfo
-from opencomposer.serving.engines.errors import EngineError, EngineTimeout, EngineUnavailable
+from opencomposer.serving.engines.base import EngineEvent, GenerationRequest, ModelInfo, Weights
+from opencomposer.serving.engines.errors import (
+    EngineError,
+    EngineRequestError,
+    EngineTimeout,
+    EngineUnavailable,
+)
 from opencomposer.serving.engines.openai import OpenAIEngine
 
 log = logging.getLogger(__name__)
@@ -310,6 +315,12 @@ class SGLangEngine:
         async with aclosing(client.generate(request)) as stream:
             async for event in stream:
                 yield event
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        raise EngineRequestError(
+            "the sglang backend does not take weights yet: relaunch it on the new checkpoint "
+            "(SGLang's update_weights_from_disk is the planned path)"
+        )
 
     async def aclose(self) -> None:
         starting, self._starting = self._starting, None

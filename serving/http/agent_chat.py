@@ -24,8 +24,9 @@ from opencomposer.serving.engines.base import (
     ModelInfo,
     TextDelta,
     Usage,
+    Weights,
 )
-from opencomposer.serving.engines.errors import EngineServerError
+from opencomposer.serving.engines.errors import EngineRequestError, EngineServerError
 
 AGENT_MODEL = "opencomposer-agent"
 THREAD_HEADER = "x-opencomposer-thread"
@@ -74,6 +75,11 @@ class AgentChatEngine:
             GenerationResult(
                 text="".join(answer), usage=usage, model=AGENT_MODEL, finish_reason="stop"
             )
+        )
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        raise EngineRequestError(
+            f"{AGENT_MODEL} is the agent, not a model: update the weights of the engine it runs on"
         )
 
     async def aclose(self) -> None:

@@ -25,6 +25,7 @@ from opencomposer.serving.engines.base import (
     Finished,
     GenerationRequest,
     ModelInfo,
+    Weights,
 )
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -123,6 +124,9 @@ class MeteredEngine:
             metrics.accepted.inc(max(accepted, 0))
             if spec.drafted is not None:
                 metrics.drafted.inc(spec.drafted)
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        await self.inner.update_weights(weights, version, delta=delta)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

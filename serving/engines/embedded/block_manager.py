@@ -88,6 +88,12 @@ class BlockManager:
                 self._hash_of[block] = digest
         self._registered[seq.id] = (max(done, full), digest)
 
+    def forget_cached(self) -> None:
+        """Drop every cached prefix: their keys and values were computed with weights that
+        are no longer served. Blocks in use stay with their sequences."""
+        self._by_hash.clear()
+        self._hash_of.clear()
+
     def free(self, seq: Sequence) -> None:
         for block in reversed(seq.block_table):
             self._refs[block] -= 1

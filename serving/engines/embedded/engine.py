@@ -6,7 +6,11 @@ release the finished. It is synchronous and single-threaded on purpose; `Embedde
 drives it from a worker thread for the asyncio side.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+import torch
+from torch import Tensor
 
 from opencomposer.serving.engines.embedded.block_manager import BlockManager
 from opencomposer.serving.engines.embedded.models.base import CausalLM
@@ -58,6 +62,37 @@ class LLMEngine:
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
+
+    def update_weights(self, tensors: Mapping[str, Tensor], *, delta: bool = False) -> None:
+        """Replace (or, with `delta`, add to) the tensors named as in a checkpoint, all or
+        nothing: every tensor is checked against the model before any is written. Only
+        between requests; the prefix cache is dropped, since it holds the old weights' keys
+        and values."""
+        if self.scheduler.has_work():
+            raise RuntimeError("weights change only between requests")
+        writes: list[tuple[Tensor, Tensor]] = []
+        for name, value in tensors.items():
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                raise ValueError(f"{name} holds NaN or infinite values")
+            try:
+                pairs = self.model.checkpoint_targets(name, value)
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+            for target, piece in pairs:
+                if target.shape != piece.shape:
+                    raise ValueError(
+                        f"{name} has shape {tuple(value.shape)}; the model's is "
+                        f"{tuple(target.shape)}"
+                    )
+                writes.append((target, piece))
+        with torch.no_grad():
+            for target, piece in writes:
+                source = piece.to(device=target.device, dtype=target.dtype)
+                if delta:
+                    target.add_(source)
+                else:
+                    target.copy_(source)
+        self.blocks.forget_cached()
 
     def step(self) -> list[Sequence]:
         """One forward; returns the sequences it advanced."""

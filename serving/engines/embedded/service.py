@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 from jinja2.exceptions import TemplateError
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from opencomposer.config import EngineSettings
@@ -37,6 +39,7 @@ from opencomposer.serving.engines.base import (
     ToolCallArgumentsDelta,
     ToolCallStarted,
     Usage,
+    Weights,
 )
 from opencomposer.serving.engines.embedded.chat_format import ChatFormat, chat_format_for
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
@@ -58,6 +61,8 @@ from opencomposer.serving.engines.tool_text import (
 )
 
 DEFAULT_MAX_TOKENS = 1024
+INITIAL_WEIGHTS = "initial"
+"""The policy version of the weights as loaded from the model folder."""
 _FINISH: dict[str | None, FinishReason] = {"length": "length", "stop": "stop", "abort": "stop"}
 
 
@@ -130,6 +135,8 @@ class _Loaded:
             )
         )
         self.context = context_window(self.model.max_positions, settings)
+        self.weights_version = INITIAL_WEIGHTS
+        """What results report as their policy version: set by each `update_weights`."""
         wanted = settings.speculative != "none" and self.model.num_mtp_layers > 0
         self.draft_tokens = settings.draft_tokens if wanted else 0
 
@@ -255,7 +262,7 @@ class EmbeddedEngine:
             completion_token_ids=list(last.output_ids) if capture.token_ids else None,
             logprobs=last.logprobs or None,
             routed_experts=experts,
-            weights_version=getattr(loaded.model, "weights_version", None),
+            weights_version=loaded.weights_version,
         )
         spec = last.spec
         return GenerationResult(
@@ -271,6 +278,27 @@ class EmbeddedEngine:
             if spec.verify_steps
             else None,
         )
+
+    async def update_weights(self, weights: Weights, version: str, *, delta: bool = False) -> None:
+        loaded = await self._load()
+        if isinstance(weights, Path):
+            try:
+                tensors = await asyncio.to_thread(load_file, str(weights))
+            except (OSError, SafetensorError) as exc:
+                raise EngineRequestError(f"cannot read weights from {weights}: {exc}") from exc
+        else:
+            tensors = dict(weights)
+
+        def apply() -> None:
+            loaded.worker.engine.update_weights(tensors, delta=delta)
+            loaded.weights_version = version  # on the worker thread: before any next request
+
+        try:
+            await loaded.worker.between_requests(apply)
+        except ValueError as exc:
+            raise EngineRequestError(f"the update does not fit {loaded.name!r}: {exc}") from exc
+        except WorkerClosed as exc:
+            raise EngineUnavailable("the embedded engine was shut down") from exc
 
     async def aclose(self) -> None:
         """Stop the worker and drop the model: requests in flight fail with

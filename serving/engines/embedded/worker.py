@@ -9,9 +9,11 @@ reads one). All requests in flight share every forward: that is the continuous b
 """
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from torch import Tensor
 
@@ -64,6 +66,7 @@ class EngineWorker:
         self.engine = engine
         self._inbox: list[_Request] = []
         self._live: list[_Request] = []
+        self._between: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._wake = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="embedded-engine", daemon=True)
@@ -96,6 +99,18 @@ class EngineWorker:
                     request.aborted = True
                     self._wake.notify()
 
+    async def between_requests(self, work: Callable[[], Any]) -> Any:
+        """Run `work` on the worker thread once no request is in flight (new ones wait until
+        it is done), and return what it returns; a new set of weights is applied so."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        with self._wake:
+            if self._closed:
+                raise WorkerClosed("the engine has been shut down")
+            self._between.append((work, done))
+            self._wake.notify()
+        return await done
+
     def close(self) -> None:
         """Stop the thread (after the forward in progress); requests in flight fail with
         `WorkerClosed`."""
@@ -112,15 +127,31 @@ class EngineWorker:
                     or self._inbox
                     or self.engine.has_work()
                     or any(r.aborted for r in self._live)
+                    or (self._between and not self._live)
                 ):
                     self._wake.wait()
                 if self._closed:
                     self._fail(
                         [*self._inbox, *self._live], WorkerClosed("the engine was shut down")
                     )
-                    self._inbox = []
+                    for _, done in self._between:
+                        _settle(done, WorkerClosed("the engine was shut down"))
+                    self._inbox, self._between = [], []
                     return
-                arrived, self._inbox = self._inbox, []
+                between: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+                arrived: list[_Request] = []
+                if self._between and not self._live:
+                    between, self._between = self._between, []
+                elif not self._between:
+                    # While work waits for the requests in flight to end, new ones wait here.
+                    arrived, self._inbox = self._inbox, []
+            for work, done in between:
+                try:
+                    _settle(done, None, work())
+                except Exception as exc:
+                    _settle(done, exc)
+            if between:
+                continue
             self._admit(arrived)
             self._drop_aborted()
             try:
@@ -159,6 +190,21 @@ class EngineWorker:
             if request.seq is not None:
                 self.engine.abort(request.seq)
         self._live = [r for r in self._live if r not in requests]
+
+
+def _settle(done: asyncio.Future[Any], error: BaseException | None, value: Any = None) -> None:
+    """Complete `done` from the worker thread (unless its loop is gone or it was cancelled)."""
+
+    def settle() -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    with contextlib.suppress(RuntimeError):  # the caller's loop has closed: nobody waits
+        done.get_loop().call_soon_threadsafe(settle)
 
 
 def _post(request: _Request, item: Progress | BaseException) -> bool:

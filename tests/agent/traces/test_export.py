@@ -205,6 +205,8 @@ def test_a_record_holds_both_layers_of_a_thread(store: TraceStore):
             "title": "title of thr_a",
             "model": "m",
             "approval_policy": ApprovalPolicy().model_dump(mode="json"),
+            "limits": {"max_steps": None, "max_tokens": None, "max_wall_time": None},
+            "tools": None,
             "created_at": "2026-11-29T12:00:00Z",
             "updated_at": "2026-11-29T12:00:06Z",
         },

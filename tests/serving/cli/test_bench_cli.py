@@ -76,6 +76,8 @@ def test_bench_agent_reports_every_figure():
             "200",
             "--thread-items",
             "50",
+            "--rollouts",
+            "4",
             "--repeat",
             "1",
             "--json",
@@ -96,7 +98,12 @@ def test_bench_agent_reports_every_figure():
         "trace store: append",
         "trace store: size / 1,000 items",
         "prompt rebuild: 50 items",
+        "model step at 100 items",
+        "model step at 1,000 items",
+        "trace store: a turn / 1,000 items",
+        "rollouts: 4 threads at once",
     ]
+    assert report["rollouts"] == 4
     # "runtime alone" and "tool call" are differences of two timings: on a busy machine
     # noise can make them negative, so only the direct measurements must be positive.
     differences = {"model step: runtime alone", "tool call: through the runtime"}

@@ -47,6 +47,13 @@ class CausalLM(nn.Module, ABC):
         caches, or MTP weights when the model was built without MTP)."""
 
     @abstractmethod
+    def checkpoint_targets(self, name: str, tensor: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Where a checkpoint tensor (Hugging Face name) lives in the model: pairs of (our
+        tensor or a view of it, the part of `tensor` that goes there); none for a tensor the
+        family skips. Raises KeyError for a name the model does not have. New weights are
+        written through these, so an update takes the names training saves."""
+
+    @abstractmethod
     def allocate_kv_cache(self, num_slots: int, dtype: torch.dtype | None = None) -> None:
         """(Re)allocate every attention layer's cache (MTP layers included) for `num_slots`
         token slots, zero-filled, on the model's device."""

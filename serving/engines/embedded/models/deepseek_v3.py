@@ -136,23 +136,28 @@ class Experts(nn.Module):
         """What `load` must have filled: '{expert}.{projection}' for every expert."""
         return [f"{e}.{p}" for e in range(len(self.gate_proj)) for p in self.PROJECTIONS]
 
-    def load(self, name: str, tensor: Tensor) -> list[str]:
-        """Copy one tensor named relative to this module ('7.up_proj.weight', or fused
-        'gate_up_proj' [E, 2f, d] / 'down_proj' [E, d, f]); returns the units it filled."""
+    def targets(self, name: str, tensor: Tensor) -> tuple[list[tuple[Tensor, Tensor]], list[str]]:
+        """Where one tensor named relative to this module goes ('7.up_proj.weight', or fused
+        'gate_up_proj' [E, 2f, d] / 'down_proj' [E, d, f]): (view of ours, piece of it)
+        pairs, and the units they fill."""
         match = re.fullmatch(r"(\d+)\.(gate_proj|up_proj|down_proj)\.weight", name)
         if match and int(match[1]) < len(self.gate_proj):
             expert, projection = int(match[1]), match[2]
-            _copy(getattr(self, projection)[expert], tensor, name)
-            return [f"{expert}.{projection}"]
+            return [(getattr(self, projection)[expert], tensor)], [f"{expert}.{projection}"]
         if name == "gate_up_proj":
             gate, up = tensor.chunk(2, dim=1)
-            _copy(self.gate_proj, gate, name)
-            _copy(self.up_proj, up, name)
-            return [u for u in self.units() if not u.endswith("down_proj")]
+            units = [u for u in self.units() if not u.endswith("down_proj")]
+            return [(self.gate_proj, gate), (self.up_proj, up)], units
         if name == "down_proj":
-            _copy(self.down_proj, tensor, name)
-            return [u for u in self.units() if u.endswith("down_proj")]
+            return [(self.down_proj, tensor)], [u for u in self.units() if u.endswith("down_proj")]
         raise KeyError(f"unknown expert weight {name!r}")
+
+    def load(self, name: str, tensor: Tensor) -> list[str]:
+        """Copy one tensor named relative to this module; returns the units it filled."""
+        pairs, units = self.targets(name, tensor)
+        for view, piece in pairs:
+            _copy(view, piece, name)
+        return units
 
 
 class MoE(nn.Module):
@@ -305,6 +310,19 @@ class DeepseekV3ForCausalLM(CausalLM):
             "shared_head.head.weight",
             "embed_tokens.weight",
         )
+
+    def checkpoint_targets(self, name: str, tensor: Tensor) -> list[tuple[Tensor, Tensor]]:
+        if self._skipped(name):
+            return []
+        owner, sep, rest = name.partition(".mlp.experts.")
+        if sep:
+            experts = self.get_submodule(f"{owner}.mlp.experts")
+            if isinstance(experts, Experts):
+                return experts.targets(rest, tensor)[0]
+        state = self.state_dict(keep_vars=True)
+        if name not in state:
+            raise KeyError(f"unknown weight {name!r} for {type(self).__name__}")
+        return [(state[name], tensor)]
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:

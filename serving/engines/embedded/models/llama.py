@@ -148,6 +148,16 @@ class LlamaForCausalLM(CausalLM):
     def from_config(cls, config: dict[str, Any]) -> "LlamaForCausalLM":
         return cls(LlamaConfig.from_dict(config))
 
+    def checkpoint_targets(self, name: str, tensor: Tensor) -> list[tuple[Tensor, Tensor]]:
+        if name.endswith("rotary_emb.inv_freq") or (
+            name == "lm_head.weight" and self.config.tie_word_embeddings
+        ):
+            return []
+        params = dict(self.named_parameters())
+        if name not in params:
+            raise KeyError(f"unknown weight {name!r} for {type(self).__name__}")
+        return [(params[name], tensor)]
+
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
         """Checkpoint names are parameter names. Skipped: rotary `inv_freq` caches that old
         checkpoints saved, and `lm_head.weight` when tied (some checkpoints store the copy)."""

@@ -5,12 +5,15 @@ tokenizer without a model."""
 
 import asyncio
 import itertools
+import shutil
 import time
 from contextlib import aclosing
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 from support.cancelling import cancel_after_first_event
 from tokenizers import Tokenizer
 
@@ -32,6 +35,7 @@ from opencomposer.serving.engines.embedded.chat_format import chat_format_for
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine, TextAssembler
 from opencomposer.serving.engines.errors import (
     ContextLengthExceeded,
+    EngineRequestError,
     EngineServerError,
     EngineUnavailable,
 )
@@ -542,3 +546,103 @@ async def test_aclose_stops_the_worker_and_fails_requests_in_flight(open_engines
     assert result.usage.completion_tokens == 3
     assert engine._loaded is not None and engine._loaded is not loaded
     assert engine._loaded.worker._thread.is_alive()
+
+
+# --------------------------------------------------------------------------- new weights
+
+IDS = Capture(token_ids=True, logprobs=True)
+
+
+def perturbed(folder: Path, seed: int = 7) -> dict[str, torch.Tensor]:
+    """Every tensor of the checkpoint plus seeded noise: a whole new set of weights."""
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        name: tensor + torch.randn(tensor.shape, generator=gen) * 0.05
+        for name, tensor in load_file(folder / "model.safetensors").items()
+    }
+
+
+async def test_new_weights_serve_the_next_request_exactly_as_if_loaded(
+    open_engines, models_dir: Path, tmp_path: Path
+) -> None:
+    """An update equals loading the new checkpoint: same tokens, same logprobs, so the prefix
+    cache filled by the old weights was not reused."""
+    engine = open_engines(TINY)
+    request = ask("def add(a, b):", max_tokens=12, capture=IDS)
+    before = await complete(engine, request)
+    assert before.tokens is not None and before.tokens.weights_version == "initial"
+
+    weights = perturbed(models_dir / TINY)
+    await engine.update_weights(weights, "step-1")
+    after = await complete(engine, request)
+
+    fresh_dir = tmp_path / "models"
+    shutil.copytree(models_dir / TINY, fresh_dir / TINY)
+    save_file(weights, fresh_dir / TINY / "model.safetensors")
+    fresh = EmbeddedEngine(settings(TINY), fresh_dir)
+    try:
+        expected = await complete(fresh, request)
+    finally:
+        await fresh.aclose()
+    assert after.tokens is not None and expected.tokens is not None
+    assert after.tokens.weights_version == "step-1"
+    assert after.tokens.completion_token_ids == expected.tokens.completion_token_ids
+    assert after.tokens.completion_token_ids != before.tokens.completion_token_ids
+    np.testing.assert_allclose(after.tokens.logprobs, expected.tokens.logprobs, atol=1e-5)
+
+    # A delta of zero, from a file, changes nothing but the version.
+    zeros = tmp_path / "delta.safetensors"
+    save_file({name: torch.zeros_like(t) for name, t in weights.items()}, zeros)
+    await engine.update_weights(zeros, "step-2", delta=True)
+    again = await complete(engine, request)
+    assert again.tokens is not None and again.tokens.weights_version == "step-2"
+    assert again.tokens.completion_token_ids == expected.tokens.completion_token_ids
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"model.no_such.weight": torch.zeros(2)},
+        {"lm_head.weight": torch.zeros(3, 3)},
+        {"lm_head.weight": "nan"},
+        "missing-file",
+    ],
+    ids=["unknown name", "wrong shape", "NaN", "no such file"],
+)
+async def test_an_update_that_does_not_fit_changes_nothing(
+    open_engines, models_dir: Path, tmp_path: Path, bad
+) -> None:
+    engine = open_engines(TINY)
+    request = ask("print(", max_tokens=8, capture=IDS)
+    before = await complete(engine, request)
+    if bad == "missing-file":
+        bad = tmp_path / "nowhere.safetensors"
+    elif isinstance(bad, dict) and bad.get("lm_head.weight") == "nan":
+        head = load_file(models_dir / TINY / "model.safetensors")["lm_head.weight"]
+        # A good tensor first: nothing is written unless everything fits.
+        bad = {"model.norm.weight": torch.zeros(head.shape[1]), "lm_head.weight": head * np.nan}
+    with pytest.raises(EngineRequestError):
+        await engine.update_weights(bad, "broken")
+    after = await complete(engine, request)
+    assert after.tokens is not None and before.tokens is not None
+    assert after.tokens.weights_version == "initial"
+    assert after.tokens.completion_token_ids == before.tokens.completion_token_ids
+
+
+async def test_an_update_waits_for_the_requests_in_flight(open_engines, models_dir: Path) -> None:
+    """A request that is generating when an update arrives ends on the weights it started
+    with; the update lands after it."""
+    engine = open_engines(TINY)
+    request = ask("class Stack:", max_tokens=24, capture=IDS)
+    baseline = await complete(engine, request)
+    async with asyncio.timeout(60), aclosing(engine.generate(request)) as stream:
+        first = await anext(stream)  # the request is generating
+        update = asyncio.create_task(engine.update_weights(perturbed(models_dir / TINY), "v1"))
+        rest = [event async for event in stream]
+    await update
+    [finished] = [e.result for e in [first, *rest] if isinstance(e, Finished)]
+    assert finished.tokens is not None and baseline.tokens is not None
+    assert finished.tokens.weights_version == "initial"
+    assert finished.tokens.completion_token_ids == baseline.tokens.completion_token_ids
+    later = await complete(engine, request)
+    assert later.tokens is not None and later.tokens.weights_version == "v1"

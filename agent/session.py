@@ -362,7 +362,12 @@ class ThreadSession:
 
     async def undo(self, scope: UndoScope = "turn", turn_id: str | None = None) -> UndoOutcome:
         """Put back the agent's edits (last edit, a turn, or the whole thread); recorded as an
-        outcome, since a revert says the edits were unwanted."""
+        outcome, since a revert says the edits were unwanted. A turn of another thread, or of
+        none, is not_found, not an empty undo that looks like success."""
+        if turn_id is not None:
+            turn = self.store.turn(turn_id)
+            if turn is None or turn.thread_id != self.thread.id:
+                raise SessionError(f"no turn {turn_id} in this thread", kind="not_found")
         outcome = await self.harness.undo(scope, turn_id)
         self.store.record_outcome(
             Outcome(

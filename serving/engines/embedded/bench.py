@@ -2,7 +2,7 @@
 baseline, on one model with the same prompts and the same output length (greedy, EOS ignored).
 
 - MTP speculative decoding vs plain greedy decoding, one request at a time: output tokens/s,
-  TPOT ((E2E - TTFT) / (output tokens - 1), reference/anchors-serving.md 4), acceptance
+  TPOT ((E2E - TTFT) / (output tokens - 1), as SGLang's bench_serving reports it), acceptance
   length (tokens per verify step) and rate (accepted / drafted), and whether the outputs are
   identical: greedy speculation is lossless, so they must be. With random weights (a fresh
   `tiny-moe`) the MTP layer's drafts are almost never accepted and only add work, so the

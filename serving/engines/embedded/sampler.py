@@ -4,7 +4,8 @@ seeded generator, and the acceptance rule of speculative decoding.
 The distribution a token is sampled from (`target_probs`: temperature, then top-k, then top-p,
 renormalized) is also the one speculative verification tests drafts against, so speculation
 never changes what the model would have produced: greedy output is the same token for token,
-and sampled output has exactly the same distribution (reference/anchors-serving.md 2.3). The
+and sampled output has exactly the same distribution (the rejection sampling of Leviathan et
+al. and Chen et al., 2023). The
 logprob recorded for a sampled token is its log-probability under that distribution (what an
 RL importance ratio needs); for greedy requests, under the plain softmax.
 """

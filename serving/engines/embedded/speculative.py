@@ -8,7 +8,7 @@ uses the token just sampled), which writes its cache from true hidden states and
 first draft. Each further draft feeds the MTP layer its own previous output at the next
 position. Rollback is bookkeeping: the sequence's committed length and `mtp_len` only ever
 cover accepted tokens, so entries written for rejected drafts are overwritten by the next
-round (reference/anchors-serving.md 2.2, 2.4).
+round (as SGLang's EAGLE/NEXTN worker does for DeepSeek-V3's MTP layer).
 """
 
 import torch

@@ -293,6 +293,20 @@ async def test_undo_puts_back_a_turns_edits_and_read_says_where_the_log_is(
             assert (workspace / "a.py").read_text() == "x = 1\n"
             missing = await http.post("/v1/threads/thr_nope/undo", json={})
             assert missing.status_code == 404
+            (workspace / "a.py").write_text("x = 2\n")  # as the turn left it
+            turn_id = received[0].data["turn"]["id"]
+            for wrong in ("turn_nope", turn_id + "x"):
+                unknown = await http.post(
+                    f"/v1/threads/{thread_id}/undo", json={"scope": "turn", "turn_id": wrong}
+                )
+                assert unknown.status_code == 404, unknown.text
+                assert unknown.json()["error"]["kind"] == "not_found"
+            other = await new_thread(http, workspace)
+            refused = await http.post(  # a real turn, but of the first thread
+                f"/v1/threads/{other}/undo", json={"scope": "turn", "turn_id": turn_id}
+            )
+            assert refused.status_code == 404
+            assert (workspace / "a.py").read_text() == "x = 2\n"
 
 
 async def test_an_approval_is_answered_over_http(serve, workspace: Path) -> None:

@@ -459,3 +459,37 @@ async def test_traces_export_as_jsonl(serve, workspace: Path) -> None:
             assert_error(
                 await http.get("/v1/traces/export", params={"thread": "thr_x"}), 404, "not_found"
             )
+
+
+async def test_limits_and_tools_are_set_over_http(serve, workspace: Path) -> None:
+    """The README's request: a thread narrowed to some tools and limits, a turn narrowed more."""
+    glob = call("glob", pattern="*.py")
+    with serve([Reply(calls=[glob])] * 4) as (url, engine):
+        async with client(url) as http:
+            created = await http.post(
+                "/v1/threads",
+                json={
+                    "workspace": str(workspace),
+                    "limits": {"max_steps": 3, "max_wall_time": 600},
+                    "tools": ["glob", "read_file"],
+                },
+            )
+            assert created.status_code == 200, created.text
+            thread = created.json()["thread"]
+            assert thread["tools"] == ["glob", "read_file"]
+            assert thread["limits"] == {"max_steps": 3, "max_tokens": None, "max_wall_time": 600}
+            async with http.stream(
+                "POST",
+                f"/v1/threads/{thread['id']}/turns",
+                json={"input": text("look"), "limits": {"max_steps": 1}},
+            ) as response:
+                assert response.status_code == 200, await response.aread()
+                body = [line async for line in response.aiter_lines()]
+            ended = json.loads([line for line in body if line.startswith("data: ")][-1][6:])
+            assert ended["turn"]["stop_reason"] == "max_steps"
+            assert ended["turn"]["usage"]["model_calls"] == 1
+            assert sorted(spec.name for spec in engine.requests[0].tools) == ["glob", "read_file"]
+            unknown = await http.post(
+                "/v1/threads", json={"workspace": str(workspace), "tools": ["format_disk"]}
+            )
+            assert unknown.status_code == 400 and "format_disk" in unknown.text

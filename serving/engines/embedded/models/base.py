@@ -46,6 +46,16 @@ class CausalLM(nn.Module, ABC):
         missing weights are errors, except tensors the family knows to skip (e.g. rotary
         caches, or MTP weights when the model was built without MTP)."""
 
+    def own_tensors(self) -> dict[str, Tensor]:
+        """Parameters and persistent buffers by name: the very tensors the model computes
+        with (moving the model keeps them). Built once, not per checkpoint tensor: a state
+        dict per tensor would make updating a large model quadratic."""
+        tensors: dict[str, Tensor] | None = self.__dict__.get("_own_tensors")
+        if tensors is None:
+            tensors = dict(self.state_dict(keep_vars=True))
+            self.__dict__["_own_tensors"] = tensors
+        return tensors
+
     @abstractmethod
     def checkpoint_targets(self, name: str, tensor: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Where a checkpoint tensor (Hugging Face name) lives in the model: pairs of (our

@@ -319,7 +319,7 @@ class DeepseekV3ForCausalLM(CausalLM):
             experts = self.get_submodule(f"{owner}.mlp.experts")
             if isinstance(experts, Experts):
                 return experts.targets(rest, tensor)[0]
-        state = self.state_dict(keep_vars=True)
+        state = self.own_tensors()
         if name not in state:
             raise KeyError(f"unknown weight {name!r} for {type(self).__name__}")
         return [(state[name], tensor)]

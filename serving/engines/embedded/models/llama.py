@@ -153,10 +153,10 @@ class LlamaForCausalLM(CausalLM):
             name == "lm_head.weight" and self.config.tie_word_embeddings
         ):
             return []
-        params = dict(self.named_parameters())
-        if name not in params:
+        own = self.own_tensors()
+        if name not in own:
             raise KeyError(f"unknown weight {name!r} for {type(self).__name__}")
-        return [(params[name], tensor)]
+        return [(own[name], tensor)]
 
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
         """Checkpoint names are parameter names. Skipped: rotary `inv_freq` caches that old

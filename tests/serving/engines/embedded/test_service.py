@@ -421,7 +421,10 @@ async def test_preempted_requests_still_match_their_sequential_runs(open_engines
     for result, expected in zip(together, alone, strict=True):
         assert result.text == expected.text
         assert result.tokens.completion_token_ids == expected.tokens.completion_token_ids
-        assert len(result.tokens.logprobs) == result.usage.completion_tokens == 80
+        # As long as the sequential run: the seeded model may end before max_tokens (its
+        # tokenizer is trained on the package's own sources, so it changes with them).
+        assert len(result.tokens.logprobs) == result.usage.completion_tokens
+        assert result.usage.completion_tokens == expected.usage.completion_tokens
     assert await all_blocks_free(engine)
 
 

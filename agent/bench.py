@@ -69,7 +69,7 @@ from opencomposer.agent.tools.harness import ToolHarness
 from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.todo import TodoWrite, TodoWriteArgs
 from opencomposer.agent.tools.workspace import Workspace
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.benchmark import Row
 from opencomposer.config import AgentSettings, Settings, ToolSettings
 from opencomposer.serving.engines.base import (
@@ -441,7 +441,7 @@ def size_after_checkpoint(path: Path) -> int:
 
 def time_store(path: Path, events: list[Event]) -> tuple[float, int]:
     """Seconds to append `events` with the trace store, and the database size after."""
-    store = TraceStore(path)
+    store = SQLiteTraceStore(path)
     store.create_thread(Thread(id=THREAD_ID, workspace="/bench"), "You are a coding agent.")
     started = time.perf_counter()
     for event in events:

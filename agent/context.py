@@ -68,30 +68,118 @@ def last_summary(items: Sequence[Item]) -> int | None:
 
 
 def build_messages(system_prompt: str, items: Sequence[Item]) -> list[ChatMessage]:
-    messages = [ChatMessage(role="system", content=system_prompt)]
-    start = 0
     cut = last_summary(items)
-    if cut is not None:
-        summary = items[cut]
-        assert isinstance(summary, ContextSummaryItem)
-        messages.extend(
-            ChatMessage(role="user", content=render_user(item, with_context=False))
-            for item in items[:cut]
-            if isinstance(item, UserMessageItem)
+    start = 0 if cut is None else cut + 1
+    return [
+        *_head(system_prompt, items, cut),
+        *_conversation(items[start:], _summary_steps(items)),
+    ]
+
+
+StepKey = tuple[str, int]
+
+
+class PromptView:
+    """`build_messages` of a growing log, at a cost that does not grow with it.
+
+    A step's prompt is the previous one plus what the step added, so the messages of every
+    item up to the first one still in progress are kept ("settled"), and each call builds only
+    the messages of the items after them. Settled messages are the same objects from step to
+    step, which lets the meter and the model-call record find the shared prefix by identity.
+    What would change a settled message starts over from the whole log: a change to a settled
+    item, a context summary (it restarts the context), or a step whose items are not
+    contiguous. The result is always equal to `build_messages` of the same items.
+    """
+
+    def __init__(self, system_prompt: str) -> None:
+        self.system_prompt = system_prompt
+        self._restart()
+
+    def _restart(self) -> None:
+        self._ready = False
+        self._head: list[ChatMessage] = []  # the system prompt, and a summary's context
+        self._skip: set[tuple[str, int | None]] = set()
+        self._settled: list[ChatMessage] = []
+        self._settled_end = 0  # items before this index have their messages in _settled
+        self._settled_steps: set[StepKey] = set()
+
+    def changed(self, index: int, item: Item) -> None:
+        """Item `index` of the log was added or replaced by `item`."""
+        if index < self._settled_end or isinstance(item, ContextSummaryItem):
+            self._restart()
+
+    def messages(self, items: Sequence[Item]) -> list[ChatMessage]:
+        """The prompt for `items` (a new list each time; its messages must not be modified)."""
+        if not self._ready:
+            self._begin(items)
+        end = self._settle(items)
+        tail = items[end:] if end >= 0 else ()
+        if end < 0 or any(_step_key(item) in self._settled_steps for item in tail):
+            self._restart()  # a step on both sides of the boundary: rare, start over next time
+            return build_messages(self.system_prompt, items)
+        return [*self._head, *self._settled, *_conversation(tail, self._skip)]
+
+    def _begin(self, items: Sequence[Item]) -> None:
+        cut = last_summary(items)
+        self._head = _head(self.system_prompt, items, cut)
+        self._skip = _summary_steps(items)
+        self._settled_end = 0 if cut is None else cut + 1
+        self._ready = True
+
+    def _settle(self, items: Sequence[Item]) -> int:
+        """Move the settled boundary over the items that are done, keeping a step's items on
+        one side of it; -1 when a newly settled item continues a settled step."""
+        start = end = self._settled_end
+        while end < len(items) and items[end].status != ItemStatus.in_progress:
+            end += 1
+        # The step at the boundary (or the last one, which may still grow) is settled once
+        # the next step has begun.
+        last = items[end] if end < len(items) else items[end - 1] if end > start else None
+        step = None if last is None else _step_key(last)
+        while step is not None and end > start and _step_key(items[end - 1]) == step:
+            end -= 1
+        if end == start:
+            return end
+        keys = {key for item in items[start:end] if (key := _step_key(item)) is not None}
+        if keys & self._settled_steps:
+            return -1
+        self._settled.extend(_conversation(items[start:end], self._skip))
+        self._settled_steps |= keys
+        self._settled_end = end
+        return end
+
+
+def _step_key(item: Item) -> StepKey | None:
+    return None if item.step is None else (item.turn_id, item.step)
+
+
+def _head(system_prompt: str, items: Sequence[Item], cut: int | None) -> list[ChatMessage]:
+    """The messages before the conversation: the system prompt, then after a summary every
+    earlier user message verbatim and the summary with the conversation state."""
+    messages = [ChatMessage(role="system", content=system_prompt)]
+    if cut is None:
+        return messages
+    summary = items[cut]
+    assert isinstance(summary, ContextSummaryItem)
+    messages.extend(
+        ChatMessage(role="user", content=render_user(item, with_context=False))
+        for item in items[:cut]
+        if isinstance(item, UserMessageItem)
+    )
+    messages.append(
+        ChatMessage(
+            role="user",
+            content=render(
+                "summary_context", method=summary.method, text=summary.text, state=summary.state
+            ),
         )
-        messages.append(
-            ChatMessage(
-                role="user",
-                content=render(
-                    "summary_context", method=summary.method, text=summary.text, state=summary.state
-                ),
-            )
-        )
-        start = cut + 1
-    # A summary step's thinking belongs to the summary, not to the conversation.
-    summary_steps = {(i.turn_id, i.step) for i in items if isinstance(i, ContextSummaryItem)}
-    messages.extend(_conversation(items[start:], summary_steps))
+    )
     return messages
+
+
+def _summary_steps(items: Sequence[Item]) -> set[tuple[str, int | None]]:
+    """A summary step's thinking belongs to the summary, not to the conversation."""
+    return {(i.turn_id, i.step) for i in items if isinstance(i, ContextSummaryItem)}
 
 
 def _conversation(items: Sequence[Item], skip: set[tuple[str, int | None]]) -> list[ChatMessage]:

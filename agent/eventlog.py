@@ -9,11 +9,13 @@ across deltas is never sent in pieces; what it holds back goes out as a last del
 before the item completes. The workspace's secret files are re-read (throttled) before each
 event, and what a tool call that may write one holds is learnt before the call is announced.
 
-Storing comes first, so a client never sees an event the store does not have. A subscriber
-first replays the stored events after the `seq` it names, then receives live ones, with no
-gap and no repeat between the two (both happen on the event loop without an await in
-between). A subscriber that falls behind does not hold memory: once its queue is full it
-reads the rest from the store, then goes back to live delivery.
+Storing comes first, so a client never sees an event the store does not have: the log numbers
+an event and hands it to the store, and subscribers are told of it when the store says it is
+stored (the SQLite store commits off the event loop, so that is a moment later; events are
+told in order). A subscriber first replays the stored events after the `seq` it names, then
+receives live ones, with no gap and no repeat between the two: it skips a live event it has
+already read from the store. A subscriber that falls behind does not hold memory: once its
+queue is full it reads the rest from the store, then goes back to live delivery.
 """
 
 import asyncio
@@ -30,7 +32,7 @@ from opencomposer.agent.protocol.events import (
 )
 from opencomposer.agent.protocol.items import ItemDelta, ToolCallFields
 from opencomposer.agent.tools.secret_files import SecretFiles
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.base import TraceStore, TraceStoreError
 from opencomposer.redact import Redactor, StreamRedactor
 
 # Live events a subscriber may have unread before it switches to reading from the store.
@@ -48,6 +50,7 @@ class Subscription:
         """This subscriber (a client) will answer approval requests it receives."""
 
         self._last = after
+        self._seen = after  # the last event queued or read
         self._queue: deque[Event] = deque()
         self._lagging = True  # start by reading what is stored
         self._wakeup = asyncio.Event()
@@ -56,11 +59,14 @@ class Subscription:
     def _offer(self, event: Event) -> None:
         if self._lagging:
             self._wakeup.set()
+        elif event.seq <= self._seen:
+            return  # read from the store before the store's word that it was stored came
         elif len(self._queue) >= QUEUE_LIMIT:
             self._queue.clear()
             self._lagging = True
         else:
             self._queue.append(event)
+            self._seen = event.seq
         self._wakeup.set()
 
     def __aiter__(self) -> AsyncIterator[Event]:
@@ -76,6 +82,7 @@ class Subscription:
                 stored = self._log.store.events(self._log.thread_id, self._last, CATCH_UP_BATCH)
                 if stored:
                     self._queue.extend(stored)
+                    self._seen = stored[-1].seq
                     continue
                 self._lagging = False  # caught up: the next event arrives live
             self._wakeup.clear()
@@ -104,6 +111,7 @@ class ThreadLog:
         self._seq = store.last_seq(thread_id)
         self._subscribers: list[Subscription] = []
         self._streams: dict[tuple[str, str], tuple[str, ItemDelta, StreamRedactor]] = {}
+        self._failure: TraceStoreError | None = None
         self.on_unsubscribe: Callable[[], None] | None = None
 
     @property
@@ -156,11 +164,21 @@ class ThreadLog:
         )
 
     def _publish(self, event: Event) -> Event:
-        self.store.append(event)
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure  # once: the turn can still log how it ended
+        self.store.append(event, then=lambda: self._tell(event), failed=self._store_failed)
         self._seq = event.seq
+        return event
+
+    def _store_failed(self, failure: TraceStoreError) -> None:
+        """An event was not stored (so nobody was told of it): the thread's next one fails
+        with the reason."""
+        self._failure = failure
+
+    def _tell(self, event: Event) -> None:
         for subscriber in list(self._subscribers):
             subscriber._offer(event)
-        return event
 
     def _refresh(self) -> None:
         if self.secret_files is not None:

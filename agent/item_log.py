@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from opencomposer.agent.context import build_messages
+from opencomposer.agent.context import PromptView
 from opencomposer.agent.eventlog import ThreadLog
 from opencomposer.agent.protocol.common import ErrorInfo
 from opencomposer.agent.protocol.events import ItemCompletedEvent, ItemStartedEvent
 from opencomposer.agent.protocol.items import (
+    ContextSummaryItem,
     ErrorItem,
     Item,
     ItemDelta,
@@ -37,6 +38,9 @@ class ItemLog:
         self._next_id = len(self._items) + 1
         self._version = 0  # bumped by every change: the prompt is rebuilt only then
         self._prompt: tuple[int, list[ChatMessage]] | None = None
+        self._view = PromptView(system_prompt)
+        self.summaries = sum(_is_summary(item) for item in self._items)
+        """Completed context summaries: the segment a model call belongs to."""
         self._open: dict[str, Item] = {}
         self._partial: dict[str, list[str]] = {}
 
@@ -55,9 +59,10 @@ class ItemLog:
 
     def prompt(self) -> list[ChatMessage]:
         """The messages the log gives the model now (`context.build_messages`), built once per
-        change of the log: a step both measures and sends it. Do not modify the list."""
+        change of the log (a step both measures and sends it), and only for what changed since
+        the last step (`context.PromptView`). Do not modify the list."""
         if self._prompt is None or self._prompt[0] != self._version:
-            self._prompt = (self._version, build_messages(self.system_prompt, self._items))
+            self._prompt = (self._version, self._view.messages(self._items))
         return self._prompt[1]
 
     def add(self, item: AnyItem, *, complete: bool = False) -> AnyItem:
@@ -69,7 +74,7 @@ class ItemLog:
         assert isinstance(logged, type(item))
         self._index[logged.id] = len(self._items)
         self._items.append(event.item)
-        self._version += 1
+        self._changed(len(self._items) - 1)
         self._open[logged.id] = event.item
         return self.complete(logged) if complete else logged
 
@@ -99,10 +104,16 @@ class ItemLog:
         final = event.item
         assert isinstance(final, type(item))
         self._items[self._index[item.id]] = event.item
-        self._version += 1
+        self._changed(self._index[item.id], before=current)
         self._open.pop(item.id, None)
         self._partial.pop(item.id, None)
         return final
+
+    def _changed(self, index: int, before: Item | None = None) -> None:
+        self._version += 1
+        item = self._items[index]
+        self._view.changed(index, item)
+        self.summaries += _is_summary(item) - (before is not None and _is_summary(before))
 
     def note_error(self, turn_id: str, error: ErrorInfo) -> None:
         self.add(ErrorItem(id=self.new_id(), turn_id=turn_id, error=error), complete=True)
@@ -123,3 +134,7 @@ class ItemLog:
             elif hasattr(item, "text"):
                 changes["text"] = partial
             self.complete(item, status, **changes)
+
+
+def _is_summary(item: Item) -> bool:
+    return isinstance(item, ContextSummaryItem) and item.status == ItemStatus.completed

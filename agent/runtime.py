@@ -20,7 +20,8 @@ from opencomposer.agent.tools.base import Tool
 from opencomposer.agent.tools.harness import ToolHarness
 from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.workspace import Workspace
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.base import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.agent.workspace_policy import refuse_unsafe_workspace
 from opencomposer.config import Settings
 from opencomposer.logs import redact_also
@@ -51,7 +52,7 @@ class AgentRuntime:
         ]
         self.redactor = Redactor(secrets)
         redact_also(self.redactor)  # the log masks every thread's secrets too
-        self.store = store or TraceStore(settings.home / "traces.db", self.redactor)
+        self.store = store or SQLiteTraceStore(settings.home / "traces.db", self.redactor)
         self._tools = tools
         self._workspace_factory = workspace_factory
         self.facts = facts or MachineFacts()

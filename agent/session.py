@@ -24,7 +24,6 @@ from opencomposer.agent.protocol.items import (
     ApprovalDecision,
     ApprovalRequestItem,
     Item,
-    ItemStatus,
     ToolCallFields,
     UserInput,
     UserMessageItem,
@@ -35,8 +34,8 @@ from opencomposer.agent.summarizer import summary_trigger
 from opencomposer.agent.tokens import ContextWindow
 from opencomposer.agent.tools.checkpoints import UndoScope
 from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
-from opencomposer.agent.traces.records import edit_outcomes, model_call_record
-from opencomposer.agent.traces.store import Outcome, TraceStore
+from opencomposer.agent.traces.base import Outcome, TraceStore
+from opencomposer.agent.traces.records import CallChain, edit_outcomes, model_call_record
 from opencomposer.agent.turn import ActiveTurn, TurnBudget
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
@@ -101,6 +100,7 @@ class ThreadSession:
         )
         self.capture = _CAPTURE_ALL if settings.agent.capture else Capture()
         self._window: ContextWindow | None = None
+        self._calls = CallChain()
         self._approvals: dict[str, asyncio.Future[ApprovalRequestResponse]] = {}
         self._running: _Running | None = None
         self._turns_started = 0  # by this session: only those have edits to report at close
@@ -338,23 +338,21 @@ class ThreadSession:
         result: GenerationResult | None = None,
         error: EngineError | None = None,
     ) -> None:
-        segment = sum(
-            1
-            for i in self.items
-            if i.type == "context_summary" and i.status == ItemStatus.completed
-        )
+        redactor = self.harness.redactor
         self.store.record_model_call(
-            redactor=self.harness.redactor,
+            redactor=redactor,
             call=model_call_record(
                 thread_id=self.thread.id,
                 turn_id=turn_id,
                 step=step,
                 purpose=purpose,
-                segment=segment,
+                segment=self.item_log.summaries,
                 request=request,
                 started=started,
                 duration_ms=int((time.perf_counter() - clock) * 1000),
                 engine=getattr(self.engine, "name", type(self.engine).__name__),
+                chain=self._calls,
+                redactor_version=redactor.version,
                 result=result,
                 error=error,
             ),

@@ -144,11 +144,15 @@ async def summarize_if_due(
 
 
 def _model_output_since_summary(items: Sequence[Item]) -> bool:
-    start = last_summary(items)
-    return any(
-        item.step is not None and not isinstance(item, ContextSummaryItem)
-        for item in items[(start + 1 if start is not None else 0) :]
-    )
+    """Looked for from the end, so a step pays for the items since the last model output,
+    not for the thread."""
+    for item in reversed(items):
+        if isinstance(item, ContextSummaryItem):
+            if item.status == ItemStatus.completed:
+                return False
+        elif item.step is not None:
+            return True
+    return False
 
 
 def digest(items: Sequence[Item]) -> list[str]:

@@ -24,14 +24,44 @@ MIN_SCALE, MAX_SCALE = 0.25, 4.0
 
 
 def estimate_tokens(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
-    chars = sum(_message_chars(m) for m in messages)
-    chars += sum(len(json.dumps(t.to_openai())) for t in tools)
-    return int(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * len(messages)
+    return _tokens(sum(_message_chars(m) for m in messages) + tool_chars(tools), len(messages))
+
+
+def tool_chars(tools: Sequence[ToolSpec]) -> int:
+    return sum(len(json.dumps(t.to_openai())) for t in tools)
+
+
+def _tokens(chars: int, messages: int) -> int:
+    return int(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD * messages
 
 
 def _message_chars(message: ChatMessage) -> int:
     size = len(message.content or "") + len(message.reasoning or "")
     return size + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+
+
+@dataclass
+class PromptChars:
+    """Characters of a prompt that grows by appending, counting only the messages that are
+    not the previous prompt's. A step's prompt begins with the very message objects of the
+    previous one (`context.PromptView`), so walking back from the end of what was counted to
+    the last message found at its place gives the shared prefix (a few messages: the last
+    step is rebuilt); a prompt that shares none is counted whole."""
+
+    _counted: Sequence[ChatMessage] = ()
+    _upto: list[int] = field(default_factory=list)  # characters of _counted[:n + 1]
+
+    def __call__(self, messages: Sequence[ChatMessage]) -> int:
+        shared = min(len(self._counted), len(messages))
+        while shared and messages[shared - 1] is not self._counted[shared - 1]:
+            shared -= 1
+        del self._upto[shared:]
+        total = self._upto[-1] if self._upto else 0
+        for message in messages[shared:]:
+            total += _message_chars(message)
+            self._upto.append(total)
+        self._counted = messages
+        return total
 
 
 @dataclass
@@ -44,32 +74,34 @@ class ContextMeter:
     _anchor_tokens: int | None = None
     _anchor_first: ChatMessage | None = None
     _scale: float = 1.0
+    _prompt_chars: PromptChars = field(default_factory=PromptChars)
 
-    def observe(
-        self, sent: Sequence[ChatMessage], tools: Sequence[ToolSpec], usage: Usage | None
-    ) -> None:
-        """Record a finished call: `sent` plus its answer hold `usage` tokens."""
+    def observe(self, sent: Sequence[ChatMessage], tool_chars: int, usage: Usage | None) -> None:
+        """Record a finished call: `sent` (with tool specs of `tool_chars` characters) plus
+        its answer hold `usage` tokens."""
         if usage is None or usage.prompt_tokens <= 0:
             self.reset()
             return
         self._anchor_messages = len(sent) + 1  # the assistant message it produced
         self._anchor_tokens = usage.prompt_tokens + usage.completion_tokens
         self._anchor_first = sent[1] if len(sent) > 1 else None
-        raw = estimate_tokens(sent, tools)
+        raw = _tokens(self._prompt_chars(sent) + tool_chars, len(sent))
         self._scale = min(max(usage.prompt_tokens / raw, MIN_SCALE), MAX_SCALE) if raw else 1.0
 
     def reset(self) -> None:
         """Forget the anchor: the context was rebuilt (a summary replaced its middle)."""
         self._anchor_tokens = None
 
-    def estimate(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> int:
+    def estimate(self, messages: Sequence[ChatMessage], tool_chars: int) -> int:
         anchored = (
             self._anchor_tokens is not None
             and len(messages) >= self._anchor_messages
             and (messages[1] if len(messages) > 1 else None) == self._anchor_first
         )
         if not anchored:
-            return int(estimate_tokens(messages, tools) * self._scale)
+            return int(
+                _tokens(self._prompt_chars(messages) + tool_chars, len(messages)) * self._scale
+            )
         assert self._anchor_tokens is not None
         return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages :])
 
@@ -85,11 +117,14 @@ class ContextWindow:
     tools: list[ToolSpec] = field(default_factory=list)
     meter: ContextMeter = field(default_factory=ContextMeter)
 
+    def __post_init__(self) -> None:
+        self._tool_chars = tool_chars(self.tools)  # the same specs on every call
+
     def estimate(self, messages: Sequence[ChatMessage]) -> int:
-        return self.meter.estimate(messages, self.tools)
+        return self.meter.estimate(messages, self._tool_chars)
 
     def observe(self, sent: Sequence[ChatMessage], usage: Usage | None) -> None:
-        self.meter.observe(sent, self.tools, usage)
+        self.meter.observe(sent, self._tool_chars, usage)
 
     def reset(self) -> None:
         """The context was rebuilt (a summary replaced its middle)."""

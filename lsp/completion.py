@@ -22,7 +22,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from opencomposer.agent.traces.store import CompletionRecord, TraceStore
+from opencomposer.agent.traces.base import CompletionRecord, TraceStore
 from opencomposer.config import CompletionSettings
 from opencomposer.serving.engines.base import (
     Engine,

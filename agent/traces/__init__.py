@@ -1,1 +1,4 @@
-"""Traces: the SQLite trace store (`store`) and its export as training data (`export`)."""
+"""Traces: the store protocol and its records (`base`); the durable SQLite store (`sqlite`),
+whose writes go through `writer`; a memory store for rollouts (`memory_store`); model calls
+kept as what each adds to the previous one (`records.CallChain`, `model_calls`); and the
+export as training data (`export`)."""

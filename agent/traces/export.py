@@ -20,7 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from opencomposer.agent.protocol.threads import Thread
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.base import TraceStore
 
 FORMAT = "opencomposer.trace/1"
 _PAGE = 200

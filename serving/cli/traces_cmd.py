@@ -29,7 +29,7 @@ from opencomposer.serving.cli.output import err, out, print_json
 
 if TYPE_CHECKING:  # the store (numpy, pydantic models) loads only when a command runs
     from opencomposer.agent.protocol.threads import TurnWithItems
-    from opencomposer.agent.traces.store import TraceStore
+    from opencomposer.agent.traces.base import TraceStore
 
 traces_app = typer.Typer(
     help="Traces: recorded threads, their export for training, consent.", no_args_is_help=True
@@ -287,14 +287,15 @@ def _opened(
     workspace: Path | None, config: list[str] | None, *, create: bool = False
 ) -> Iterator["TraceStore | None"]:
     """The trace store, or None when it does not exist and `create` is false."""
-    from opencomposer.agent.traces.store import TraceStore, TraceStoreError
+    from opencomposer.agent.traces.base import TraceStoreError
+    from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 
     path = settings_for(workspace, overrides_from(config)).settings.home / "traces.db"
     if not create and not path.exists():
         yield None
         return
     try:
-        store = TraceStore(path)
+        store = SQLiteTraceStore(path)
     except TraceStoreError as exc:
         _fail(str(exc), 1)
     try:

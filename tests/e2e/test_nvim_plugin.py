@@ -15,7 +15,7 @@ from typing import Any
 from support.headless_nvim import run_driver
 
 from opencomposer.agent.protocol.threads import Thread
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parents[1] / "extension-bridge" / "nvim"
@@ -54,7 +54,7 @@ EDITED_CONTEXT = [
 
 def test_ask_threads_undo_fix_explain_tests_and_stop(tmp_path: Path) -> None:
     # A thread of another project in the same store: `threads` lists this root's only.
-    store = TraceStore(tmp_path / "opencomposer" / "traces.db")
+    store = SQLiteTraceStore(tmp_path / "opencomposer" / "traces.db")
     store.create_thread(
         Thread(id="elsewhere", workspace=str(tmp_path / "other"), title="another project"), ""
     )

@@ -24,7 +24,8 @@ from lsprotocol.types import (
 from pygls.workspace import PositionCodec, TextDocument
 from support.scripted_engine import Reply, ScriptedEngine
 
-from opencomposer.agent.traces.store import CompletionEvent, CompletionRecord, TraceStore
+from opencomposer.agent.traces.base import CompletionEvent, CompletionRecord, TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.config import CompletionSettings
 from opencomposer.lsp.completion import (
     ACCEPTED_COMMAND,
@@ -286,7 +287,7 @@ def at_t(record: CompletionRecord) -> CompletionRecord:
 
 
 async def test_telemetry_is_recorded_and_read_back(tmp_path):
-    store = TraceStore(tmp_path / "traces.db")
+    store = SQLiteTraceStore(tmp_path / "traces.db")
     inline, _ = completer(Reply(text="a)"), Reply(text="b"), store=store)
 
     first = await inline.complete(*document(f"x = foo({CARET})\n"), workspace_root=ROOT)
@@ -332,7 +333,7 @@ async def test_telemetry_is_recorded_and_read_back(tmp_path):
 
 
 async def test_unknown_ids_are_ignored(tmp_path, caplog):
-    store = TraceStore(tmp_path / "traces.db")
+    store = SQLiteTraceStore(tmp_path / "traces.db")
     inline, _ = completer(Reply(text="1"), store=store)
     proposal = await inline.complete(*document(f"a = {CARET}\n"))
 
@@ -349,7 +350,7 @@ async def test_unknown_ids_are_ignored(tmp_path, caplog):
 
 
 async def test_secrets_are_redacted_in_the_store_only(tmp_path):
-    store = TraceStore(tmp_path / "traces.db")
+    store = SQLiteTraceStore(tmp_path / "traces.db")
     key = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
     inline, _ = completer(Reply(text=f'{key}"'), store=store)
 

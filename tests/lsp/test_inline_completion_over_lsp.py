@@ -20,7 +20,8 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 from support.lsp_editor import units
 
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.base import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.lsp.completion import ACCEPTED_COMMAND
 from opencomposer.serving.engines.base import GenerationRequest, TextPrompt
 
@@ -120,7 +121,7 @@ class Editor:
             await self.client.stop()
 
     def store(self) -> TraceStore:
-        return TraceStore(self.home / "traces.db")
+        return SQLiteTraceStore(self.home / "traces.db")
 
 
 Start = Callable[..., Awaitable[Editor]]

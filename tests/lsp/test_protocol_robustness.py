@@ -29,7 +29,7 @@ from support.raw_lsp import (
 
 from opencomposer.agent.protocol.items import ItemStatus
 from opencomposer.agent.protocol.threads import StopReason, TurnStatus
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.lsp.server import protocol_capabilities
 
 SERVER = Path(__file__).resolve().parents[1] / "support" / "scripted_lsp_server.py"
@@ -266,7 +266,7 @@ def test_a_client_that_goes_away_mid_turn_leaves_the_turn_interrupted(
         process.stdout.close()
 
     assert process.wait(WAIT) == 0
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     [turn] = store.turns(thread_id)
     events = store.events(thread_id)
     assert (turn.status, turn.stop_reason) == (TurnStatus.interrupted, StopReason.interrupted)

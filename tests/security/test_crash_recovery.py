@@ -21,7 +21,8 @@ from opencomposer.agent.protocol.items import ItemStatus
 from opencomposer.agent.protocol.threads import StopReason, TurnStatus
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.base import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.config import Settings
 
 TESTS = Path(__file__).parents[1]
@@ -108,7 +109,7 @@ def killed_mid_turn(home: Path, repo: Path, threads: int = 1) -> list[str]:
 
 def wait_for_output(home: Path, thread_id: str) -> None:
     """Until the command's first output is stored (the second model call is recorded)."""
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     try:
         deadline = time.monotonic() + 30
         while not any(
@@ -123,7 +124,7 @@ def wait_for_output(home: Path, thread_id: str) -> None:
 def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
     (thread_id,) = killed_mid_turn(home, repo)
-    store = TraceStore(home / "traces.db")  # what `traces list/show` and servers do
+    store = SQLiteTraceStore(home / "traces.db")  # what `traces list/show` and servers do
     try:
         (turn,) = store.turns(thread_id)
         assert store.recovered == [turn.id]
@@ -155,7 +156,7 @@ def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path
     record = json.loads(shown.stdout)
     statuses = [turn["status"] for turn in record["turns"]]
     assert statuses == ["interrupted"]
-    again = TraceStore(home / "traces.db")
+    again = SQLiteTraceStore(home / "traces.db")
     assert again.recovered == []
     again.close()
 
@@ -163,7 +164,7 @@ def test_a_killed_turn_is_closed_when_any_store_opens(tmp_path: Path, repo: Path
 def test_every_open_turn_is_recovered(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
     ids = killed_mid_turn(home, repo, threads=3)
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     try:
         assert len(store.recovered) == 3
         for thread_id in ids:
@@ -189,7 +190,7 @@ async def test_a_live_processs_turn_is_left_alone(tmp_path: Path, repo: Path) ->
             await runtime.close()
         assert child.poll() is None, "opening the store disturbed the running process"
         kill(child)
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     assert store.turns(thread_id)[0].status == TurnStatus.interrupted
     store.close()
 
@@ -204,7 +205,7 @@ def test_stores_opening_at_once_close_a_turn_once(tmp_path: Path, repo: Path) ->
     def open_one() -> None:
         start.wait()
         try:
-            stores.append(TraceStore(home / "traces.db"))
+            stores.append(SQLiteTraceStore(home / "traces.db"))
         except BaseException as exc:
             failures.append(exc)
 
@@ -230,7 +231,7 @@ def test_turns_recorded_without_an_owner_are_recovered(tmp_path: Path, repo: Pat
     (thread_id,) = killed_mid_turn(home, repo)
     with sqlite3.connect(home / "traces.db") as db:
         db.execute("DELETE FROM turn_owners")
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     try:
         assert len(store.recovered) == 1
         assert store.turns(thread_id)[0].status == TurnStatus.interrupted

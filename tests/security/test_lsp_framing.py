@@ -35,7 +35,7 @@ from support.raw_lsp import (
 )
 
 from opencomposer.agent.protocol.threads import TurnStatus
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.lsp.framing import MAX_MESSAGE_BYTES, frame
 
 SCRIPTED_SERVER = Path(__file__).resolve().parents[1] / "support" / "scripted_lsp_server.py"
@@ -211,7 +211,7 @@ def test_a_broken_stream_interrupts_the_running_turn_and_leaves_the_store_whole(
 
     assert running.process.wait(WAIT) == 1
     assert "Traceback" not in running.stderr.read_text()
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     [turn] = store.turns(thread_id)
     events = store.events(thread_id)
     assert turn.status == TurnStatus.interrupted

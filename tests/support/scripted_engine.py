@@ -16,6 +16,7 @@ from opencomposer.serving.engines.base import (
     GenerationRequest,
     GenerationResult,
     ModelInfo,
+    TokenTrace,
     ToolCall,
     Usage,
 )
@@ -55,6 +56,10 @@ class ScriptedEngine:
     name: str = "scripted"
     requests: list[GenerationRequest] = field(default_factory=list)
     closed_mid_stream: int = 0
+    tokens: bool = False
+    """Report a token layer: each character of the prompt (messages rendered in order, so a
+    longer conversation's prompt begins with a shorter one's) and of the text is a token."""
+
     _next: int = 0
 
     async def models(self) -> list[ModelInfo]:
@@ -86,6 +91,7 @@ class ScriptedEngine:
             finish_reason="tool_calls" if calls else "stop",
             usage=usage,
             model="scripted-model",
+            tokens=_character_tokens(request, reply.text) if self.tokens else None,
         )
         try:
             for count, event in enumerate(stream_events(result)):
@@ -102,3 +108,13 @@ class ScriptedEngine:
 
     async def aclose(self) -> None:
         return None
+
+
+def _character_tokens(request: GenerationRequest, text: str) -> TokenTrace:
+    rendered = "".join(f"<{m.role}>{m.content or ''}{m.reasoning or ''}" for m in request.messages)
+    return TokenTrace(
+        prompt_token_ids=[ord(c) for c in rendered],
+        completion_token_ids=[ord(c) for c in text],
+        logprobs=[-0.5] * len(text),
+        weights_version="scripted",
+    )

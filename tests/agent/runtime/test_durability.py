@@ -19,7 +19,7 @@ from opencomposer.agent.protocol.items import (
 )
 from opencomposer.agent.protocol.threads import TurnStatus
 from opencomposer.agent.runtime import AgentRuntime
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 
 from .conftest import text
 
@@ -65,7 +65,7 @@ async def test_a_killed_process_loses_nothing_and_the_thread_resumes(
     )
     try:
         thread_id = child.stdout.readline().strip()
-        store = TraceStore(home / "traces.db")
+        store = SQLiteTraceStore(home / "traces.db")
         deadline = time.monotonic() + 30
         while not any(
             e.type == "item.delta" and getattr(e.delta, "kind", "") == "output"
@@ -121,7 +121,7 @@ async def test_secrets_are_redacted_in_the_stored_trace(make_runtime, repo: Path
     assert b"[REDACTED]" in raw
     # The model never saw the .env value either (the harness masked the command output).
     assert "tok-9f8e7d6c5b4a3210" not in (engine.requests[1].messages[-1].content or "")
-    runtime.store = TraceStore(settings().home / "traces.db")
+    runtime.store = SQLiteTraceStore(settings().home / "traces.db")
 
 
 async def test_followups_record_what_became_of_the_edits(make_runtime, repo: Path) -> None:

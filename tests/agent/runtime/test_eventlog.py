@@ -10,12 +10,12 @@ from opencomposer.agent.eventlog import ThreadLog
 from opencomposer.agent.protocol.events import ItemDeltaEvent, ThreadStartedEvent
 from opencomposer.agent.protocol.items import TextDelta
 from opencomposer.agent.protocol.threads import Thread
-from opencomposer.agent.traces.store import TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 
 
 @pytest.fixture
 def log(tmp_path: Path):
-    store = TraceStore(tmp_path / "traces.db")
+    store = SQLiteTraceStore(tmp_path / "traces.db")
     thread = Thread(id="thr_1", workspace=str(tmp_path))
     store.create_thread(thread, "system")
     log = ThreadLog(store, thread.id)

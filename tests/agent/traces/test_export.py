@@ -29,6 +29,7 @@ from opencomposer.agent.protocol.items import (
     UserMessageItem,
 )
 from opencomposer.agent.protocol.threads import StopReason, Thread, Turn, TurnStatus
+from opencomposer.agent.traces.base import ModelCallRecord, Outcome, TraceStore
 from opencomposer.agent.traces.export import (
     ExportError,
     iter_threads,
@@ -36,7 +37,7 @@ from opencomposer.agent.traces.export import (
     write_jsonl,
     write_parquet,
 )
-from opencomposer.agent.traces.store import ModelCallRecord, Outcome, TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 EXPERTS = np.array([[[3, 1], [0, 2]], [[1, 1], [2, 3]], [[0, 3], [1, 2]]], dtype=np.int32)
@@ -157,7 +158,7 @@ def record_thread(store: TraceStore, thread_id: str, workspace: str, start: int 
 
 @pytest.fixture
 def store(tmp_path: Path):
-    store = TraceStore(tmp_path / "traces.db")
+    store = SQLiteTraceStore(tmp_path / "traces.db")
     record_thread(store, "thr_a", "/projects/a", start=0)
     record_thread(store, "thr_b", "/projects/b", start=100)
     store.set_consent("/projects/b", True)
@@ -257,7 +258,7 @@ def test_iter_threads_filters_by_id_workspace_and_consent(store: TraceStore):
 
 
 def test_iter_threads_pages_through_every_thread(tmp_path: Path):
-    store = TraceStore(tmp_path / "many.db")
+    store = SQLiteTraceStore(tmp_path / "many.db")
     for n in range(450):  # more than two pages of the store's listing
         thread = Thread(id=f"thr_{n:03}", workspace="/w", created_at=at(n), updated_at=at(n))
         store.create_thread(thread, "")

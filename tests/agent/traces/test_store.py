@@ -1,5 +1,8 @@
 """The trace store: the event log and its materialized state, paging, the token layer exactly
-as sampled, redaction before anything reaches the disk, consent, and schema versions."""
+as sampled, redaction before anything reaches the disk, consent, and schema versions.
+
+What the protocol promises is checked against every store: SQLite, memory, and a JSON-lines
+trace file read back (`MemoryTraceStore.replay`) after the writes."""
 
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -24,12 +27,10 @@ from opencomposer.agent.protocol.items import (
     UserMessageItem,
 )
 from opencomposer.agent.protocol.threads import StopReason, Thread, Turn, TurnStatus, TurnWithItems
-from opencomposer.agent.traces.store import (
-    ModelCallRecord,
-    Outcome,
-    TraceStore,
-    TraceStoreError,
-)
+from opencomposer.agent.traces.base import ModelCallRecord, Outcome, TraceStore, TraceStoreError
+from opencomposer.agent.traces.memory_store import MemoryTraceStore
+from opencomposer.agent.traces.sqlite.schema import SCHEMA_VERSION
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 from opencomposer.redact import MASK, Redactor
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -40,11 +41,44 @@ def at(seconds: int) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
+class ReplayedStore:
+    """A store whose reads come from its trace file, read back: what a trainer would see."""
+
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+        self._writer = MemoryTraceStore(redactor, path)
+        self._path = path
+        self.redactor = self._writer.redactor
+
+    def __getattr__(self, name: str):
+        if name.startswith(("record", "append", "create", "update", "set", "close", "flush")):
+            return getattr(self._writer, name)
+        self._writer.flush()
+        return getattr(MemoryTraceStore.replay(self._path, self.redactor), name)
+
+
+STORES = {
+    "sqlite": lambda tmp_path, redactor=None: SQLiteTraceStore(tmp_path / "traces.db", redactor),
+    "memory": lambda tmp_path, redactor=None: MemoryTraceStore(redactor),
+    "jsonl": lambda tmp_path, redactor=None: ReplayedStore(tmp_path / "traces.jsonl", redactor),
+}
+
+
+@pytest.fixture(params=sorted(STORES))
+def make_store(request, tmp_path: Path):
+    made = []
+
+    def make(redactor: Redactor | None = None) -> TraceStore:
+        made.append(STORES[request.param](tmp_path, redactor))
+        return made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
 @pytest.fixture
-def store(tmp_path: Path):
-    store = TraceStore(tmp_path / "traces.db")
-    yield store
-    store.close()
+def store(make_store) -> TraceStore:
+    return make_store()
 
 
 def new_thread(
@@ -138,12 +172,13 @@ def test_events_round_trip_and_materialize_the_latest_state(store: TraceStore):
     assert store.turn("turn_1") == ended
 
 
-def test_a_failed_append_leaves_neither_the_event_nor_the_state(store: TraceStore):
+def test_a_failed_append_leaves_neither_the_event_nor_the_state(tmp_path: Path):
+    store = SQLiteTraceStore(tmp_path / "traces.db")
     new_thread(store)
     # The event row itself is valid; its turn names a thread that does not exist, so the
     # state update fails, and the event must go with it.
     orphan = Turn(id="turn_x", thread_id="thr_missing", started_at=at(1))
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(TraceStoreError, match="FOREIGN KEY"):
         store.append(TurnStartedEvent(seq=2, thread_id="thr_1", at=at(1), turn=orphan))
     assert store.last_seq("thr_1") == 1
     assert store.turn("turn_x") is None
@@ -198,7 +233,7 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
     new_thread(store)
     experts = np.arange(24, dtype=np.int32).reshape(3, 2, 4)
     logprobs = [-0.1, -2.5, -1e-7]
-    call_id = store.record_model_call(
+    store.record_model_call(
         ModelCallRecord(
             thread_id="thr_1",
             turn_id="turn_1",
@@ -222,7 +257,7 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
             routed_experts=experts,
         )
     )
-    failed_id = store.record_model_call(
+    store.record_model_call(
         ModelCallRecord(
             thread_id="thr_1",
             turn_id="turn_1",
@@ -238,7 +273,7 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
     calls = store.model_calls("thr_1")
     assert calls == [
         {
-            "id": call_id,
+            "id": 1,
             "thread_id": "thr_1",
             "turn_id": "turn_1",
             "step": 1,
@@ -264,7 +299,7 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
             "duration_ms": 250,
         },
         {
-            "id": failed_id,
+            "id": 2,
             "thread_id": "thr_1",
             "turn_id": "turn_1",
             "step": 2,
@@ -289,14 +324,14 @@ def test_the_token_layer_round_trips_exactly(store: TraceStore):
     assert calls[0]["logprobs"] != logprobs  # proof that the float32 rounding is kept
 
 
-def test_secrets_are_redacted_before_they_reach_the_disk(tmp_path: Path):
-    store = TraceStore(tmp_path / "traces.db", Redactor([SECRET]))
+def test_secrets_are_redacted_before_they_reach_the_disk(tmp_path: Path, make_store):
+    store = make_store(Redactor([SECRET]))
     thread = Thread(id="thr_1", workspace="/w", title=f"use {SECRET}", created_at=T0, updated_at=T0)
     store.create_thread(thread, f"The key is {SECRET}.")
     store.append(ThreadStartedEvent(seq=1, thread_id="thr_1", at=T0, thread=thread))
     leaked = command(ItemStatus.completed, output=f"OPENAI_API_KEY={SECRET}")
     store.append(ItemCompletedEvent(seq=2, thread_id="thr_1", at=at(1), item=leaked))
-    with_secret = store.record_model_call(
+    store.record_model_call(
         ModelCallRecord(
             thread_id="thr_1",
             turn_id="turn_1",
@@ -308,7 +343,7 @@ def test_secrets_are_redacted_before_they_reach_the_disk(tmp_path: Path):
             prompt_token_ids=[1, 2],
         )
     )
-    clean = store.record_model_call(
+    store.record_model_call(
         ModelCallRecord(
             thread_id="thr_1",
             turn_id="turn_1",
@@ -325,18 +360,20 @@ def test_secrets_are_redacted_before_they_reach_the_disk(tmp_path: Path):
     assert store.thread("thr_1").title == f"use {MASK}"
     assert store.items("thr_1")[0].output == f"OPENAI_API_KEY={MASK}"
     assert store.outcomes("thr_1")[0].detail == {"note": MASK}
-    calls = {call["id"]: call for call in store.model_calls("thr_1")}
-    assert calls[with_secret]["request"]["messages"][0]["content"] == f"key {MASK}"
-    assert (calls[with_secret]["redacted"], calls[clean]["redacted"]) == (True, False)
+    with_secret, clean = store.model_calls("thr_1")
+    assert with_secret["request"]["messages"][0]["content"] == f"key {MASK}"
+    assert (with_secret["redacted"], clean["redacted"]) == (True, False)
 
+    store.flush()
     for path in tmp_path.rglob("*"):  # the database, its WAL and shared memory, lock files
         assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path.name
     store.close()
-    assert SECRET.encode() not in (tmp_path / "traces.db").read_bytes()
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path.name
 
 
-def test_a_secret_only_in_the_response_marks_the_call_redacted(tmp_path: Path):
-    store = TraceStore(tmp_path / "traces.db", Redactor([SECRET]))
+def test_a_secret_only_in_the_response_marks_the_call_redacted(make_store):
+    store = make_store(Redactor([SECRET]))
     new_thread(store)
     store.record_model_call(
         ModelCallRecord(
@@ -366,15 +403,39 @@ def test_training_consent_is_no_until_given(store: TraceStore):
 
 def test_a_store_from_a_newer_version_is_refused(tmp_path: Path):
     path = tmp_path / "traces.db"
-    TraceStore(path).close()
+    SQLiteTraceStore(path).close()
     with sqlite3.connect(path) as db:
-        db.execute("PRAGMA user_version = 2")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(TraceStoreError, match="newer opencomposer"):
-        TraceStore(path)
+        SQLiteTraceStore(path)
+
+
+def test_a_version_1_store_is_brought_up_to_date_with_its_calls(tmp_path: Path):
+    """Version 1 stored every call whole, without the `kept_*` columns."""
+    path = tmp_path / "traces.db"
+    store = SQLiteTraceStore(path)
+    new_thread(store)
+    store.close()
+    with sqlite3.connect(path) as db:
+        for column in ("kept_messages", "kept_tools", "kept_prompt_tokens"):
+            db.execute(f"ALTER TABLE model_calls DROP COLUMN {column}")
+        db.execute(
+            "INSERT INTO model_calls (thread_id, turn_id, step, purpose, segment, request, "
+            "redacted, prompt_token_ids, started_at, duration_ms) VALUES "
+            "('thr_1', 'turn_1', 1, 'agent', 0, ?, 0, ?, ?, 5)",
+            ('{"messages": [{"role": "user", "content": "old"}]}', b"\x07\0\0\0", T0.isoformat()),
+        )
+        db.execute("PRAGMA user_version = 1")
+    store = SQLiteTraceStore(path)
+    (old,) = store.model_calls("thr_1")
+    assert old["request"] == {"messages": [{"role": "user", "content": "old"}]}
+    assert old["prompt_token_ids"] == [7]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path):
     path = tmp_path / "traces.db"
     path.write_bytes(b"not a database at all" * 100)
     with pytest.raises(TraceStoreError, match="cannot open the trace store"):
-        TraceStore(path)
+        SQLiteTraceStore(path)

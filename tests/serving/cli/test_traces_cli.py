@@ -30,8 +30,9 @@ from opencomposer.agent.protocol.items import (
     UserMessageItem,
 )
 from opencomposer.agent.protocol.threads import StopReason, Thread, Turn, TurnStatus
+from opencomposer.agent.traces.base import CompletionRecord, ModelCallRecord, TraceStore
 from opencomposer.agent.traces.export import thread_record
-from opencomposer.agent.traces.store import CompletionRecord, ModelCallRecord, TraceStore
+from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -125,7 +126,7 @@ def workspaces(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def filled(home: Path, workspaces: tuple[Path, Path]) -> Path:
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     record_thread(store, "thr_a", workspaces[0], start=0)
     record_thread(store, "thr_b", workspaces[1], start=100)
     store.close()
@@ -146,7 +147,7 @@ def run(home: Path, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
 
 
 def records(path: Path, *thread_ids: str) -> list[dict]:
-    store = TraceStore(path)
+    store = SQLiteTraceStore(path)
     try:
         return [thread_record(store, thread_id) for thread_id in thread_ids]
     finally:
@@ -272,7 +273,7 @@ def test_consent_allow_show_revoke(home: Path, workspaces: tuple[Path, Path]):
         f"training consent for {workspace}: allowed\n"
     )
     assert run(home, "consent", "-w", workspace).stdout.endswith(": allowed\n")
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     assert store.consent(workspace) is True
     store.close()
     assert run(home, "consent", "-w", workspace, "--revoke").stdout.endswith(": not allowed\n")
@@ -289,7 +290,7 @@ def test_a_store_from_a_newer_version_is_one_line_and_exit_1(filled: Path):
 
 def test_completions_list_what_became_of_each(home: Path):
     assert run(home, "completions").stdout == "no completions yet\n"
-    store = TraceStore(home / "traces.db")
+    store = SQLiteTraceStore(home / "traces.db")
     for number, (text, outcome) in enumerate(
         [("return a + b\n", "accepted"), ("pass", "rejected"), ("x = 1", None)]
     ):

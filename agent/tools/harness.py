@@ -3,11 +3,11 @@
 A call is validated against the tool's argument model and classified for approval
 (`prepare`: the call's arguments stay here, the runtime gets a plain `PreparedCall`), run by
 its id, and turned into a `CallOutcome`: text for the model (redacted, capped head and tail)
-plus the structured view clients render. Every failure, including a bug in a tool, comes back as an
-outcome with a typed error; nothing escapes as a crash. State the tools share (checkpoints,
-background jobs, the to-do list, code indexes) lives here, one harness per thread, so many
-rollouts can run side by side in one process. It is the `Harness` the runtime drives in
-process, and the one `rpc` serves to a runtime in another.
+plus the structured view clients render. Every failure, including a bug in a tool, comes back
+as an outcome with a typed error; nothing escapes as a crash. State the tools share
+(checkpoints, background jobs, the to-do list, code indexes) lives here, one harness per
+thread, so many rollouts can run side by side in one process. It is the `Harness` the
+runtime drives in process, and the one `rpc` serves to a runtime in another.
 """
 
 import asyncio

@@ -7,7 +7,8 @@ the `Harness` a runtime uses when a rollout's tools must run elsewhere (`harness
 Requests are `{"id", "method", "params"}`, answers `{"id", "result"}` or `{"id", "error"}`;
 a running call also sends `{"id", "output": {"stream", "text"}}` lines with its command's
 output. Requests run concurrently, so a long command does not block a quick read, and
-`cancel` stops one (an interrupted turn kills its command as it does in process). A
+`cancel` stops one, answered once it has stopped (an interrupted turn kills its command
+before it goes on, as in process). A
 malformed line gets an error answer, never a crash.
 
 Secrets: the server's own redactor learns what its workspace's `.env` files hold and what
@@ -23,6 +24,7 @@ answered in time makes the harness unavailable (`HarnessUnavailable`) and the tu
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -140,6 +142,9 @@ async def _answer(harness: ToolHarness, request: dict[str, Any], send: Send) -> 
     rid, params = request.get("id"), request.get("params") or {}
     try:
         result = await _perform(harness, request["method"], params, rid, send)
+    except asyncio.CancelledError:  # by `cancel`: the client waits to hear it is done
+        send({"id": rid, "error": {"kind": "cancelled", "message": "cancelled"}})
+        raise
     except ToolError as error:
         send(
             {"id": rid, "error": {"kind": error.kind, "message": error.message, "hint": error.hint}}
@@ -434,7 +439,8 @@ class RemoteHarness:
                 stdin.write(json.dumps({"id": rid, "method": method, "params": params}).encode())
                 stdin.write(b"\n")
                 await stdin.drain()
-                answer = await waiting.answer
+                # Shielded: a cancelled request still hears the server say it has stopped.
+                answer = await asyncio.shield(waiting.answer)
         except TimeoutError:
             self._break(f"the harness process did not answer {method} within {limit:g} s")
             raise HarnessUnavailable(self._broken or "") from None
@@ -442,9 +448,7 @@ class RemoteHarness:
             self._break("the harness process exited")
             raise HarnessUnavailable(self._broken or "") from None
         except asyncio.CancelledError:
-            if self._broken is None and not stdin.is_closing():
-                stdin.write(json.dumps({"method": "cancel", "params": {"id": rid}}).encode())
-                stdin.write(b"\n")
+            await self._cancel(rid, waiting)
             raise
         finally:
             self._waiting.pop(rid, None)
@@ -457,6 +461,16 @@ class RemoteHarness:
                 f"the harness process refused {method}: {error.get('message')}"
             )
         raise kind(str(error.get("message")), hint=error.get("hint"))
+
+    async def _cancel(self, rid: int, waiting: _Waiting) -> None:
+        """Ask the server to stop request `rid` and wait until it has: a command the call
+        started is killed before the cancellation goes on, as in process."""
+        stdin = self.process.stdin
+        if self._broken is not None or stdin is None or stdin.is_closing():
+            return
+        stdin.write(json.dumps({"method": "cancel", "params": {"id": rid}}).encode() + b"\n")
+        with contextlib.suppress(Exception):  # it broke or went silent: nothing left to stop
+            await asyncio.wait_for(asyncio.shield(waiting.answer), self._timeout)
 
     async def _read_answers(self) -> None:
         stdout = self.process.stdout

@@ -133,6 +133,23 @@ async def test_a_server_dying_mid_call_is_a_typed_error(tmp_path: Path):
         await remote.close()
 
 
+async def test_a_cancelled_call_kills_its_command_in_the_server(tmp_path: Path):
+    """An interrupted turn cancels its call: the server stops the command, as in process."""
+    make_tree(tmp_path / "w")
+    remote = await RemoteHarness.start(tmp_path / "w", tmp_path / "d", ToolSettings())
+    try:
+        prepared = await remote.prepare("run_terminal", {"command": "sleep 30"})
+        running = asyncio.create_task(remote.run(prepared, call_id="c1"))
+        await asyncio.sleep(0.5)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        outcome = await call(remote, "terminal_output", {"job_id": "job-1"})
+        assert outcome.error is not None and outcome.error.kind == "not_found"
+    finally:
+        await remote.close()
+
+
 async def fake_server(script: str, tmp_path: Path, **options) -> RemoteHarness:
     """A RemoteHarness over a process that misbehaves as `script` says."""
     process = await asyncio.create_subprocess_exec(

@@ -16,7 +16,7 @@ the server's, whatever precedence says inside one policy.
 from dataclasses import dataclass, field
 
 from opencomposer.agent.protocol.common import ActionClass, ApprovalMode, ApprovalPolicy
-from opencomposer.agent.tools.harness import PreparedCall
+from opencomposer.agent.tools.harness_protocol import PreparedCall
 
 _STRICTNESS = {ApprovalMode.auto: 0, ApprovalMode.ask: 1, ApprovalMode.deny: 2}
 _CLASSES = tuple(ActionClass)
@@ -75,16 +75,16 @@ class ApprovalGate:
         if self.floor is not None:
             verdicts.append(_policy_verdict(self.floor, call))
         verdict = max(verdicts, key=lambda v: _STRICTNESS[v.mode])  # the thread's on a tie
-        if verdict.mode == ApprovalMode.ask and (call.tool.name, call.action_class) in self.grants:
+        if verdict.mode == ApprovalMode.ask and (call.tool, call.action_class) in self.grants:
             return Verdict(ApprovalMode.auto, "approved earlier for this thread")
         return verdict
 
     def grant(self, call: PreparedCall) -> None:
-        self.grants.add((call.tool.name, call.action_class))
+        self.grants.add((call.tool, call.action_class))
 
 
 def _policy_verdict(policy: ApprovalPolicy, call: PreparedCall) -> Verdict:
-    name, action_class = call.tool.name, call.action_class
+    name, action_class = call.tool, call.action_class
     if name in policy.tools:
         return Verdict(policy.tools[name], f"the rule for tool {name}")
     class_verdict = Verdict(

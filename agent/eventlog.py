@@ -31,7 +31,7 @@ from opencomposer.agent.protocol.events import (
     ItemStartedEvent,
 )
 from opencomposer.agent.protocol.items import ItemDelta, ToolCallFields
-from opencomposer.agent.tools.secret_files import SecretFiles
+from opencomposer.agent.tools.harness_protocol import SecretWatch
 from opencomposer.agent.traces.base import TraceStore, TraceStoreError
 from opencomposer.redact import Redactor, StreamRedactor
 
@@ -102,7 +102,7 @@ class ThreadLog:
         store: TraceStore,
         thread_id: str,
         redactor: Redactor | None = None,
-        secret_files: SecretFiles | None = None,
+        secret_files: SecretWatch | None = None,
     ) -> None:
         self.store = store
         self.thread_id = thread_id

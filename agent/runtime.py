@@ -3,11 +3,13 @@
 No global state: every runtime owns its store connection and its sessions, so an HTTP server,
 an LSP server, a CLI run or many RL rollouts in one process each get their own. A thread
 resumed from the store is rebuilt from its log; a turn that was running when its process died
-was already closed as interrupted by the store when it opened (`traces.recovery`).
+was already closed as interrupted by the store when it opened (`traces.recovery`). Each
+thread's tools come from a `HarnessFactory`: in this process by default, elsewhere for a
+rollout whose tools run in a sandbox (`tools.rpc.remote_harness_factory`).
 """
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from opencomposer.agent.approvals import tightened
@@ -18,6 +20,7 @@ from opencomposer.agent.protocol.threads import Thread, TurnLimits, TurnStatus, 
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.tools.base import Tool
 from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.tools.harness_protocol import Harness
 from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.agent.traces.base import TraceStore
@@ -31,6 +34,10 @@ from opencomposer.serving.engines.base import Engine
 WorkspaceFactory = Callable[[Path], Workspace]
 """Makes the workspace a thread's tools see (LSP replaces reads and writes with the editor's)."""
 
+HarnessFactory = Callable[[Path, str, Sequence[str], Redactor], Awaitable[Harness]]
+"""Makes a thread's harness from its workspace, thread id, the names of its tools and its
+redactor (the runtime's: whatever the harness finds secret must reach it)."""
+
 
 class AgentRuntime:
     def __init__(
@@ -42,9 +49,12 @@ class AgentRuntime:
         tools: Sequence[Tool] | None = None,
         workspace_factory: WorkspaceFactory = Workspace,
         facts: Facts | None = None,
+        harness_factory: HarnessFactory | None = None,
     ) -> None:
         """`facts`: where prompts' facts (OS, date, git status) come from; this machine's by
-        default, fixed ones to reproduce a prompt exactly (a rollout, a golden test)."""
+        default, fixed ones to reproduce a prompt exactly (a rollout, a golden test).
+        `harness_factory`: where threads' tools run; by default a `ToolHarness` in this
+        process over `workspace_factory`'s workspace with `tools`."""
         self.settings = settings
         self.engine = engine
         secrets = [
@@ -55,29 +65,34 @@ class AgentRuntime:
         self.store = store or SQLiteTraceStore(settings.home / "traces.db", self.redactor)
         self._tools = tools
         self._workspace_factory = workspace_factory
+        self._harness_factory = harness_factory or self._local_harness
         self.facts = facts or MachineFacts()
         self._sessions: dict[str, ThreadSession] = {}
 
-    def _harness(
+    async def _harness(
         self, workspace: Path, thread_id: str, only: Sequence[str] | None = None
-    ) -> ToolHarness:
-        tools = list(self._tools or default_tools())
+    ) -> Harness:
+        names = [tool.name for tool in self._tools or default_tools()]
         if only is not None:
-            names = {tool.name for tool in tools}
-            unknown = sorted(set(only) - names)
+            unknown = sorted(set(only) - set(names))
             if unknown:
                 raise SessionError(
                     f"no tool named {', '.join(unknown)}; the tools are {', '.join(sorted(names))}",
                     kind="invalid_request",
                 )
-            tools = [tool for tool in tools if tool.name in only]
+            names = [name for name in names if name in only]
+        return await self._harness_factory(workspace, thread_id, names, self.redactor.child())
+
+    async def _local_harness(
+        self, workspace: Path, thread_id: str, names: Sequence[str], redactor: Redactor
+    ) -> Harness:
         return ToolHarness(
             self._workspace_factory(workspace),
             self.settings.tools,
             self.settings.home,
-            tools=tools,
+            tools=[tool for tool in self._tools or default_tools() if tool.name in names],
             thread_id=thread_id,
-            redactor=self.redactor.child(),
+            redactor=redactor,
             models_dir=self.settings.models_dir,
         )
 
@@ -106,7 +121,7 @@ class AgentRuntime:
             limits=limits or TurnLimits(),
             tools=sorted(set(tools)) if tools is not None else None,
         )
-        harness = self._harness(root, thread.id, thread.tools)
+        harness = await self._harness(root, thread.id, thread.tools)
         thread = harness.redactor.redact_data(thread)  # a client's title may hold a secret
         prompt = system_prompt(harness, self.facts)
         self.store.create_thread(thread, prompt)
@@ -151,7 +166,7 @@ class AgentRuntime:
             settings=self.settings,
             engine=self.engine,
             store=self.store,
-            harness=self._harness(root, thread.id, thread.tools),
+            harness=await self._harness(root, thread.id, thread.tools),
             system_prompt=self.store.system_prompt(thread_id),
             items=self.store.items(thread_id),
             facts=self.facts,

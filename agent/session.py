@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from opencomposer.agent.approvals import ApprovalGate
-from opencomposer.agent.context import current_todos
 from opencomposer.agent.eventlog import Subscription, ThreadLog
 from opencomposer.agent.facts import Facts, MachineFacts, turn_context
 from opencomposer.agent.item_log import ItemLog
@@ -33,7 +32,12 @@ from opencomposer.agent.protocol.threads import Thread, Turn, TurnLimits
 from opencomposer.agent.summarizer import summary_trigger
 from opencomposer.agent.tokens import ContextWindow
 from opencomposer.agent.tools.checkpoints import UndoScope
-from opencomposer.agent.tools.harness import PreparedCall, ToolHarness, UndoOutcome
+from opencomposer.agent.tools.harness_protocol import (
+    Harness,
+    HarnessUnavailable,
+    PreparedCall,
+    UndoOutcome,
+)
 from opencomposer.agent.traces.base import Outcome, TraceStore
 from opencomposer.agent.traces.records import CallChain, edit_outcomes, model_call_record
 from opencomposer.agent.turn import ActiveTurn, TurnBudget
@@ -81,7 +85,7 @@ class ThreadSession:
         settings: Settings,
         engine: Engine,
         store: TraceStore,
-        harness: ToolHarness,
+        harness: Harness,
         system_prompt: str,
         items: Sequence[Item] = (),
         facts: Facts | None = None,
@@ -106,7 +110,6 @@ class ThreadSession:
         self._turns_started = 0  # by this session: only those have edits to report at close
         self._closed = False
         self._starting = False
-        harness.todos = current_todos(items)
 
     @property
     def items(self) -> Sequence[Item]:
@@ -136,14 +139,14 @@ class ThreadSession:
             )
         self._starting = True
         try:
-            self._record_followup()
+            await self._record_followup()
             turn = Turn(id=f"turn_{uuid.uuid4().hex[:12]}", thread_id=self.thread.id)
             context = await turn_context(self.harness, self.items, self.facts)
         finally:
             self._starting = False
         # The user may have written a .env file since the last turn: known before anything
         # of this turn (the request, the model's words) goes out.
-        self.harness.secret_files.refresh(force=True)
+        await self.harness.refresh_secrets()
         self.log.emit(TurnStartedEvent, turn=turn)
         if self.thread.title is None:
             self._retitle(content)
@@ -232,7 +235,7 @@ class ThreadSession:
                 id=self.item_log.new_id(),
                 turn_id=target.turn_id,
                 target_item_id=target.id,
-                tool=call.tool.name,
+                tool=call.tool,
                 action_class=call.action_class,
                 summary=call.summary,
                 reason=f"approval needed by {reason}",
@@ -377,23 +380,30 @@ class ThreadSession:
         )
         return outcome
 
-    def _record_followup(self) -> None:
+    async def _record_followup(self) -> None:
         """When the user comes back with another request, note what became of the previous
         turn's edits: kept as written, reverted, or changed since."""
         previous = self.store.last_turn_id(self.thread.id)
         if previous is None:
             return
         self.store.record_outcome(Outcome(self.thread.id, "user_followup", turn_id=previous))
-        for outcome in edit_outcomes(self.harness, self.thread.id, previous):
+        for outcome in await edit_outcomes(self.harness, self.thread.id, previous):
             self.store.record_outcome(outcome)
 
-    def _record_session_end(self) -> None:
+    async def _record_session_end(self) -> None:
         """The client is going with no further request: note what became of the last turn's
-        edits now (an editor's unsaved buffers included), as the follow-up would have."""
+        edits now (an editor's unsaved buffers included), as the follow-up would have. A
+        harness that is gone cannot say; the session still closes."""
         last = self.store.last_turn_id(self.thread.id)
-        if last is not None and self._turns_started:
-            for outcome in edit_outcomes(self.harness, self.thread.id, last, when="session_end"):
-                self.store.record_outcome(outcome)
+        if last is None or not self._turns_started:
+            return
+        try:
+            outcomes = await edit_outcomes(self.harness, self.thread.id, last, when="session_end")
+        except HarnessUnavailable as exc:
+            log.warning("the edits of turn %s are not recorded: %s", last, exc.message)
+            return
+        for outcome in outcomes:
+            self.store.record_outcome(outcome)
 
     def _retitle(self, content: list[UserInput]) -> None:
         text = " ".join(" ".join(getattr(c, "text", None) or "" for c in content).split())
@@ -410,7 +420,7 @@ class ThreadSession:
         self._closed = True
         if self._running is not None:
             await self.interrupt()
-        self._record_session_end()
+        await self._record_session_end()
         self.log.close()
         await self.harness.close()
 

@@ -26,7 +26,12 @@ from opencomposer.agent.protocol.items import (
     ToolCallItem,
 )
 from opencomposer.agent.tools.errors import ToolError
-from opencomposer.agent.tools.harness import CallOutcome, PreparedCall, ToolHarness
+from opencomposer.agent.tools.harness_protocol import (
+    CallOutcome,
+    Harness,
+    HarnessUnavailable,
+    PreparedCall,
+)
 from opencomposer.serving.engines.base import ToolCall
 
 VIEW_ITEMS: dict[str, type[ToolCallFields]] = {
@@ -63,9 +68,9 @@ class ToolCallPlan:
         )
 
 
-def plan_calls(
+async def plan_calls(
     log: ItemLog,
-    harness: ToolHarness,
+    harness: Harness,
     gate: ApprovalGate,
     turn_id: str,
     step: int,
@@ -85,16 +90,18 @@ def plan_calls(
         }
         item: ToolCallFields
         try:
-            prepared = harness.prepare(call.name, call.arguments)
+            prepared = await harness.prepare(call.name, call.arguments)
+        except HarnessUnavailable:
+            raise  # no call can run: the turn fails, not this call
         except ToolError as error:
             item = ToolCallItem(**base)
             plans.append(
                 ToolCallPlan(call, item, None, failure=harness.failure(call.id, call.name, error))
             )
             continue
-        item_type = VIEW_ITEMS[prepared.tool.view]
+        item_type = VIEW_ITEMS[prepared.view]
         item = item_type(
-            **base, action_class=prepared.action_class, **_known(item_type, prepared.view_fields())
+            **base, action_class=prepared.action_class, **_known(item_type, prepared.view_fields)
         )
         plans.append(ToolCallPlan(call, item, prepared, verdict=gate.verdict(prepared)))
     return plans

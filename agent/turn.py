@@ -38,7 +38,7 @@ from opencomposer.agent.summarizer import summarize_if_due
 from opencomposer.agent.tokens import ContextWindow
 from opencomposer.agent.tool_items import ToolCallPlan, completion, groups, plan_calls
 from opencomposer.agent.tools.errors import Denied
-from opencomposer.agent.tools.harness import PreparedCall, ToolHarness
+from opencomposer.agent.tools.harness_protocol import Harness, HarnessUnavailable, PreparedCall
 from opencomposer.config import AgentSettings
 from opencomposer.serving.engines.base import (
     Capture,
@@ -145,7 +145,7 @@ class ActiveTurn:
         *,
         log: ItemLog,
         engine: Engine,
-        harness: ToolHarness,
+        harness: Harness,
         gate: ApprovalGate,
         settings: AgentSettings,
         open_window: Callable[[], Awaitable[ContextWindow]],
@@ -212,6 +212,8 @@ class ActiveTurn:
             return self._end(TurnStatus.interrupted, StopReason.interrupted)
         except EngineError as exc:
             return self.fail(ErrorInfo(kind=exc.kind, message=exc.message, retryable=exc.retryable))
+        except HarnessUnavailable as exc:
+            return self.fail(exc.info())
         except TimeoutError as exc:
             if not deadline.expired():
                 return self._runtime_failure(exc)
@@ -402,7 +404,7 @@ class ActiveTurn:
     async def act(self, result: GenerationResult) -> None:
         """Run the step's calls in order, consecutive read-only calls together. Items complete
         in call order, so the repetition guard sees the same sequence every run."""
-        plans = plan_calls(
+        plans = await plan_calls(
             self.log, self.harness, self.gate, self.turn.id, self.step_number, result.tool_calls
         )
         for plan in plans:

@@ -1,11 +1,13 @@
 """The tool harness: one tool library for editor sessions, HTTP sessions, the CLI and RL.
 
-A call is validated against the tool's argument model, classified for approval, run, and
-turned into a `CallOutcome`: text for the model (redacted, capped head and tail) plus the
-structured view clients render. Every failure, including a bug in a tool, comes back as an
-outcome with a typed error; nothing escapes as a crash. State the tools share (checkpoints,
-background jobs, the to-do list, code indexes) lives here, one harness per thread, so many
-rollouts can run side by side in one process.
+A call is validated against the tool's argument model and classified for approval
+(`prepare`: the call's arguments stay here, the runtime gets a plain `PreparedCall`), run by
+its id, and turned into a `CallOutcome`: text for the model (redacted, capped head and tail)
+plus the structured view clients render. Every failure, including a bug in a tool, comes back
+as an outcome with a typed error; nothing escapes as a crash. State the tools share
+(checkpoints, background jobs, the to-do list, code indexes) lives here, one harness per
+thread, so many rollouts can run side by side in one process. It is the `Harness` the
+runtime drives in process, and the one `rpc` serves to a runtime in another.
 """
 
 import asyncio
@@ -14,17 +16,16 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from opencomposer.agent.protocol.common import ActionClass, ErrorInfo
 from opencomposer.agent.protocol.items import FileChange, TodoEntry
-from opencomposer.agent.tools.base import ArgsT, Tool, ToolContext, ToolResult, View
+from opencomposer.agent.tools.base import ArgsT, Tool, ToolArgs, ToolContext, ToolResult
 from opencomposer.agent.tools.changes import FileOp, apply_ops, describe
 from opencomposer.agent.tools.checkpoints import CheckpointStore, UndoScope
 from opencomposer.agent.tools.errors import (
@@ -33,6 +34,13 @@ from opencomposer.agent.tools.errors import (
     NotFound,
     ToolError,
     UnexpectedEnvironment,
+)
+from opencomposer.agent.tools.git_status import git_summary
+from opencomposer.agent.tools.harness_protocol import (
+    CallOutcome,
+    EditState,
+    PreparedCall,
+    UndoOutcome,
 )
 from opencomposer.agent.tools.indexes import CodeIndexes
 from opencomposer.agent.tools.registry import default_tools
@@ -48,64 +56,9 @@ from opencomposer.serving.engines.base import ToolSpec
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class CallOutcome:
-    call_id: str
-    tool: str
-    ok: bool
-    text: str
-    """What the model reads: the result, or the error and how to recover."""
-
-    view: View = "tool_call"
-    """The protocol item view of the tool (`tool_call` for an unknown tool)."""
-
-    fields: dict[str, Any] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    error: ErrorInfo | None = None
-    action_class: ActionClass | None = None
-    duration_ms: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "call_id": self.call_id,
-            "tool": self.tool,
-            "ok": self.ok,
-            "text": self.text,
-            "view": self.view,
-            "fields": _jsonable(self.fields),
-            "data": _jsonable(self.data),
-            "error": self.error.model_dump() if self.error else None,
-            "action_class": self.action_class,
-            "duration_ms": self.duration_ms,
-        }
-
-
-@dataclass(frozen=True)
-class PreparedCall(Generic[ArgsT]):
-    """A validated call, classified before it runs so the runtime can ask for approval. The
-    arguments are of the tool's own model (they were validated with it)."""
-
-    tool: Tool[ArgsT]
-    args: ArgsT
-    action_class: ActionClass
-    summary: str
-    commands: list[list[str]]
-    """The argv of every program the call would run (for command approval rules)."""
-
-    def view_fields(self) -> dict[str, Any]:
-        return self.tool.view_fields(self.args)
-
-
-@dataclass
-class UndoOutcome:
-    restored: list[FileChange]
-    conflicts: list[str]
-    """Files changed by someone else since the agent wrote them; left untouched."""
-
-    unrestorable: list[str] = field(default_factory=list)
-    """Secret files the undone edits changed: their contents are never kept in checkpoints,
-    so undo cannot put them back."""
+# Prepared calls kept for `run`. A turn runs one step's calls before it prepares the next, so
+# only a refused or interrupted call (never run) stays longer; the oldest go past this many.
+MAX_PREPARED = 256
 
 
 class ToolHarness:
@@ -137,6 +90,7 @@ class ToolHarness:
             self.redactor.add(secret)
         self.todos: list[TodoEntry] = []
         self._tools: dict[str, Tool[Any]] = {tool.name: tool for tool in (tools or default_tools())}
+        self._prepared: OrderedDict[str, tuple[Tool[Any], ToolArgs]] = OrderedDict()
         self.indexes = CodeIndexes(workspace.root, data_dir, models_dir, self.list_files)
 
     # ------------------------------------------------------------------ catalogue
@@ -150,7 +104,11 @@ class ToolHarness:
 
     # ------------------------------------------------------------------ calls
 
-    def prepare(self, name: str, arguments: dict[str, Any] | str | None) -> PreparedCall[Any]:
+    @property
+    def root(self) -> Path:
+        return self.workspace.root
+
+    async def prepare(self, name: str, arguments: dict[str, Any] | str | None) -> PreparedCall:
         """Validate and classify a call; raises ToolError."""
         tool = self._tools.get(name)
         if tool is None:
@@ -158,9 +116,19 @@ class ToolHarness:
                 f"no tool named {name!r}", hint=f"Available tools: {', '.join(self._tools)}."
             )
         args = _parse_arguments(tool, arguments)
-        return PreparedCall(
-            tool, args, tool.action_class(args), tool.summary(args), tool.commands(args)
+        prepared = PreparedCall(
+            id=f"prep_{uuid.uuid4().hex[:16]}",
+            tool=tool.name,
+            view=tool.view,
+            action_class=tool.action_class(args),
+            summary=tool.summary(args),
+            commands=tool.commands(args),
+            view_fields=tool.view_fields(args),
         )
+        self._prepared[prepared.id] = (tool, args)
+        while len(self._prepared) > MAX_PREPARED:
+            self._prepared.popitem(last=False)
+        return prepared
 
     async def call(
         self,
@@ -171,27 +139,35 @@ class ToolHarness:
         turn_id: str | None = None,
         on_output: OnOutput | None = None,
     ) -> CallOutcome:
+        """Prepare and run a call at once (no approval: the shell's `opencomposer tool`)."""
         call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
         try:
-            prepared = self.prepare(name, arguments)
+            prepared = await self.prepare(name, arguments)
         except ToolError as error:
             return self.failure(call_id, name, error)
         return await self.run(prepared, call_id=call_id, turn_id=turn_id, on_output=on_output)
 
     async def run(
         self,
-        prepared: PreparedCall[ArgsT],
+        prepared: PreparedCall,
         *,
         call_id: str,
         turn_id: str | None = None,
         on_output: OnOutput | None = None,
     ) -> CallOutcome:
-        """Run a prepared call. `on_output(stream, text)` receives a command's output live."""
-        tool = prepared.tool
+        """Run a prepared call, once. `on_output(stream, text)` receives a command's output
+        live."""
+        found = self._prepared.pop(prepared.id, None)
+        if found is None:
+            unknown = NotFound(
+                f"no prepared call {prepared.id} (a call runs once, after it is prepared)"
+            )
+            return self.failure(call_id, prepared.tool, unknown, prepared)
+        tool, args = found
         started = time.perf_counter()
         context = ToolContext(harness=self, call_id=call_id, turn_id=turn_id, on_output=on_output)
         try:
-            result = await self._run_tool(prepared, context)
+            result = await self._run_tool(tool, args, bool(prepared.commands), context)
         except ToolError as error:
             return self.failure(call_id, tool.name, error, prepared, _ms(started))
         except Exception as exc:  # a bug in a tool must not crash the turn
@@ -211,14 +187,16 @@ class ToolHarness:
             duration_ms=_ms(started),
         )
 
-    async def _run_tool(self, prepared: PreparedCall[ArgsT], context: ToolContext) -> ToolResult:
+    async def _run_tool(
+        self, tool: Tool[ArgsT], args: ArgsT, runs_commands: bool, context: ToolContext
+    ) -> ToolResult:
         """The tool's result, and then (however it ended) what secret files hold brought up
         to date before the result goes anywhere: all of them after a command, which may
         have written one anywhere, or a call or result that names one (it may have made,
         changed or shown it); else as often as REFRESH_INTERVAL allows."""
-        touches = bool(prepared.commands) or names_secret_file(prepared.args.model_dump())
+        touches = runs_commands or names_secret_file(args.model_dump())
         try:
-            result = await prepared.tool.run(prepared.args, context)
+            result = await tool.run(args, context)
         except BaseException:
             self.secret_files.refresh(force=touches)
             raise
@@ -230,22 +208,11 @@ class ToolHarness:
         call_id: str,
         name: str,
         error: ToolError,
-        prepared: PreparedCall[ArgsT] | None = None,
+        prepared: PreparedCall | None = None,
         duration_ms: int = 0,
     ) -> CallOutcome:
         """The outcome of a call that failed (or was refused) with `error`."""
-        info = error.info()
-        info.message = self._for_model(info.message)
-        return CallOutcome(
-            call_id=call_id,
-            tool=name,
-            ok=False,
-            text=info.message,
-            error=info,
-            view=prepared.tool.view if prepared else "tool_call",
-            action_class=prepared.action_class if prepared else None,
-            duration_ms=duration_ms,
-        )
+        return failed_call(call_id, name, error, self._for_model, prepared, duration_ms)
 
     def _for_model(self, text: str) -> str:
         self.secret_files.refresh()
@@ -313,6 +280,24 @@ class ToolHarness:
             unrestorable=[self.workspace.relative(path) for path in secret],
         )
 
+    async def edit_states(self, turn_id: str) -> list[EditState]:
+        """What became of each file the turn changed (an editor's unsaved buffer counts)."""
+        states = []
+        for restore in self.checkpoints.plan_undo("turn", turn_id):
+            current = self.workspace.current_bytes(restore.path)
+            state: Literal["kept", "reverted", "modified"] = (
+                "kept"
+                if current == restore.expected
+                else "reverted"
+                if current == restore.restore
+                else "modified"
+            )
+            states.append(EditState(self.workspace.relative(restore.path), state))
+        return states
+
+    async def refresh_secrets(self) -> None:
+        self.secret_files.refresh(force=True)
+
     # ------------------------------------------------------------------ terminal
 
     @cached_property
@@ -331,6 +316,9 @@ class ToolHarness:
             max_lifetime=self.settings.sandbox.max_lifetime,
             on_exit=guard.review if guard is not None else None,
         )
+
+    async def git_summary(self) -> str | None:
+        return await git_summary(self.jobs, self.workspace.root)
 
     # ------------------------------------------------------------------ code indexes
 
@@ -361,6 +349,31 @@ def cap_text(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {cut:,} characters omitted ...]\n{text[-tail:]}"
 
 
+def failed_call(
+    call_id: str,
+    name: str,
+    error: ToolError,
+    for_model: Callable[[str], str],
+    prepared: PreparedCall | None = None,
+    duration_ms: int = 0,
+) -> CallOutcome:
+    """The outcome of a call that failed with `error`, its message made fit for the model by
+    `for_model` (redacted, capped): every harness builds failures the same way, wherever its
+    tools run."""
+    info = error.info()
+    info.message = for_model(info.message)
+    return CallOutcome(
+        call_id=call_id,
+        tool=name,
+        ok=False,
+        text=info.message,
+        error=info,
+        view=prepared.view if prepared else "tool_call",
+        action_class=prepared.action_class if prepared else None,
+        duration_ms=duration_ms,
+    )
+
+
 def _parse_arguments(tool: Tool[ArgsT], arguments: dict[str, Any] | str | None) -> ArgsT:
     if isinstance(arguments, str):
         try:
@@ -389,16 +402,3 @@ def _parse_arguments(tool: Tool[ArgsT], arguments: dict[str, Any] | str | None) 
 
 def _ms(started: float) -> int:
     return int((time.perf_counter() - started) * 1000)
-
-
-def _jsonable(value: Any) -> Any:
-    """Protocol models and paths inside fields become plain JSON."""
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value

@@ -186,6 +186,29 @@ def dotenv_secret_values(root: Path) -> list[str]:
     return list(watch.values)
 
 
+def call_secret_values(arguments: Any) -> list[str]:
+    """What to mask of a tool call's arguments before it runs. In the arguments of a call
+    that names a secret file: every `NAME=value`, and every other one-line argument that does
+    not name the file itself (an edit's replacement text), unless plainly not a secret."""
+    if not names_secret_file(arguments):
+        return []
+    strings = list(_strings(arguments))
+    assignments = []
+    for text in strings:
+        if (
+            "\n" not in text
+            and "=" not in text
+            and not _NAMED_IN_TEXT.search(text)
+            and not _VARIABLE_NAME.fullmatch(text.strip())
+        ):
+            assignments.append(Assignment("", text.strip(), text.strip()))
+        assignments += dotenv_assignments(re.sub(r"(?m)^[+\-]", "", text))
+        for match in _INLINE_ASSIGNMENT.finditer(text):
+            # `printf 'KEY=value\n'`: the value without the escape the shell expands
+            assignments += dotenv_assignments(re.sub(r"(\\[nrt])+'?$", "", match.group(0)))
+    return secret_values(assignments)
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -242,26 +265,8 @@ class SecretFiles:
 
     def note_call(self, arguments: Any) -> None:
         """Learn the values a tool call is about to write into a secret file (its arguments
-        go out in events before the file exists). In the arguments of a call that names a
-        secret file: every `NAME=value`, and every other one-line argument that does not name
-        the file itself (an edit's replacement text), unless plainly not a secret."""
-        if not names_secret_file(arguments):
-            return
-        strings = list(_strings(arguments))
-        assignments = []
-        for text in strings:
-            if (
-                "\n" not in text
-                and "=" not in text
-                and not _NAMED_IN_TEXT.search(text)
-                and not _VARIABLE_NAME.fullmatch(text.strip())
-            ):
-                assignments.append(Assignment("", text.strip(), text.strip()))
-            assignments += dotenv_assignments(re.sub(r"(?m)^[+\-]", "", text))
-            for match in _INLINE_ASSIGNMENT.finditer(text):
-                # `printf 'KEY=value\n'`: the value without the escape the shell expands
-                assignments += dotenv_assignments(re.sub(r"(\\[nrt])+'?$", "", match.group(0)))
-        self._learn(secret_values(assignments))
+        go out in events before the file exists): `call_secret_values`."""
+        self._learn(call_secret_values(arguments))
 
     def _sweep(self) -> None:
         if not self._folders:

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.tools.harness_protocol import Harness
 from opencomposer.agent.traces.base import ModelCallRecord, Outcome
 from opencomposer.serving.engines.base import (
     ChatMessage,
@@ -128,29 +128,14 @@ def model_call_record(
     )
 
 
-def edit_outcomes(
-    harness: ToolHarness, thread_id: str, turn_id: str, when: str = "followup"
+async def edit_outcomes(
+    harness: Harness, thread_id: str, turn_id: str, when: str = "followup"
 ) -> list[Outcome]:
     """For each file the turn changed: kept as the agent wrote it, reverted to what it was
     before, or changed since (compared with the turn's checkpoints, and with an editor's
     unsaved buffer where there is one). `when`: `followup` (the user's next request) or
     `session_end` (the client went away without one)."""
-    outcomes = []
-    for restore in harness.checkpoints.plan_undo("turn", turn_id):
-        current = harness.workspace.current_bytes(restore.path)
-        kind = (
-            "edit_kept"
-            if current == restore.expected
-            else "edit_reverted"
-            if current == restore.restore
-            else "edit_modified"
-        )
-        outcomes.append(
-            Outcome(
-                thread_id,
-                kind,
-                {"path": harness.workspace.relative(restore.path), "when": when},
-                turn_id=turn_id,
-            )
-        )
-    return outcomes
+    return [
+        Outcome(thread_id, f"edit_{edit.state}", {"path": edit.path, "when": when}, turn_id=turn_id)
+        for edit in await harness.edit_states(turn_id)
+    ]

@@ -20,7 +20,7 @@ from opencomposer.serving.cli.options import (
 from opencomposer.serving.cli.output import out, print_json
 
 if TYPE_CHECKING:  # the harness loads only when a tool runs
-    from opencomposer.agent.tools.harness import CallOutcome
+    from opencomposer.agent.tools.harness_protocol import CallOutcome
 
 
 def tools(json: Json = False) -> None:

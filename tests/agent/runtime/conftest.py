@@ -27,10 +27,9 @@ def text(value: str) -> list[TextInput]:
     return [TextInput(text=value)]
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
+def make_repo(root: Path) -> Path:
+    """A git repository at `root` with calc.py (its bug) and its test committed."""
+    root.mkdir(parents=True)
     (root / "calc.py").write_text(CALC)
     (root / "test_calc.py").write_text(TEST_CALC)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
@@ -38,6 +37,11 @@ def repo(tmp_path: Path) -> Path:
     subprocess.run([*git, "add", "."], cwd=root, check=True)
     subprocess.run([*git, "commit", "-qm", "init"], cwd=root, check=True)
     return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture

@@ -75,19 +75,19 @@ def test_cap_text_keeps_head_and_tail():
 
 
 async def test_prepare_classifies_before_running(harness):
-    read = harness.prepare("read_file", {"path": "x"})
-    write = harness.prepare("write_file", {"path": "x", "content": "y"})
+    read = await harness.prepare("read_file", {"path": "x"})
+    write = await harness.prepare("write_file", {"path": "x", "content": "y"})
     assert (read.action_class, write.action_class) == (
         ActionClass.read_only,
         ActionClass.writes_workspace,
     )
     assert read.summary == 'read_file {"path": "x"}'  # the default: the call itself
     assert write.summary == "write x (1 line)"
-    edit = harness.prepare(
+    edit = await harness.prepare(
         "edit_file", {"path": "a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 3"}
     )
     assert edit.summary == "edit a.py: 'x = 1' (+1 lines) -> 'x = 3'"
-    patch = harness.prepare(
+    patch = await harness.prepare(
         "apply_patch",
         {
             "patch": "*** Begin Patch\n*** Update File: a.py\n"

@@ -52,14 +52,14 @@ async def test_background_job_takes_input(harness):
 
 
 async def test_commands_are_classified_for_approval(harness):
-    def klass(command: str) -> ActionClass:
-        return harness.prepare("run_terminal", {"command": command}).action_class
+    async def klass(command: str) -> ActionClass:
+        return (await harness.prepare("run_terminal", {"command": command})).action_class
 
-    assert klass("ls -la") == ActionClass.read_only
-    assert klass("pytest -q") == ActionClass.writes_workspace
-    assert klass("curl https://example.com") == ActionClass.network
-    assert klass("bash -c 'rm -rf /'") == ActionClass.dangerous
-    assert harness.prepare("run_terminal", {"command": "ls"}).summary == "ls"
+    assert await klass("ls -la") == ActionClass.read_only
+    assert await klass("pytest -q") == ActionClass.writes_workspace
+    assert await klass("curl https://example.com") == ActionClass.network
+    assert await klass("bash -c 'rm -rf /'") == ActionClass.dangerous
+    assert (await harness.prepare("run_terminal", {"command": "ls"})).summary == "ls"
 
 
 async def test_writes_outside_the_workspace_fail_in_the_sandbox(harness, root: Path, tmp_path):

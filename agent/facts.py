@@ -21,7 +21,7 @@ from opencomposer.agent.context import touched_files
 from opencomposer.agent.prompting import render
 from opencomposer.agent.protocol.items import Item
 from opencomposer.agent.tools.harness import ToolHarness
-from opencomposer.agent.tools.terminal.sandbox import shell
+from opencomposer.agent.tools.sandbox import shell
 
 # Lines of `git status` shown; a huge untracked tree must not flood the prompt.
 MAX_STATUS_LINES = 30

@@ -326,7 +326,7 @@ def logits(
 
 
 def _bench_model(models_dir: Path) -> str:
-    from opencomposer.serving import models as store
+    from opencomposer.serving import model_store as store
 
     for name in ("tiny-moe", "smollm2-135m"):
         if store.is_installed(models_dir, name):

@@ -25,7 +25,7 @@ from opencomposer.agent.tools.sandbox import (
     Sandbox,
     default_masked_paths,
 )
-from opencomposer.serving.models import pull
+from opencomposer.serving.model_store import pull
 
 MakeSandbox = Callable[..., Sandbox]
 __all__ = ["bwrap", "harness", "outside", "root"]

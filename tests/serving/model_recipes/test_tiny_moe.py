@@ -18,7 +18,7 @@ from opencomposer.serving.engines.embedded.chat_format import (
     DEEPSEEK_SPECIAL_TOKENS,
     chat_format_for,
 )
-from opencomposer.serving.engines.embedded.tiny_moe import (
+from opencomposer.serving.model_recipes.tiny_moe import (
     TINY_MOE_CONFIG,
     deepseek_v3_weight_shapes,
 )

@@ -22,7 +22,7 @@ from opencomposer.agent.tools.harness import ToolHarness
 from opencomposer.agent.tools.sandbox import Sandbox
 from opencomposer.agent.tools.terminal.limits import CommandLimits, ResourceLimits
 from opencomposer.agent.tools.workspace import Workspace
-from opencomposer.benchmark import Row, percentile
+from opencomposer.bench.rows import Row, percentile
 from opencomposer.config import SandboxSettings, ToolSettings
 
 COMMANDS = {"true": "true", "echo": "echo opencomposer bench security"}

@@ -13,91 +13,34 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
+from support.fake_sglang import FAKE
 
 from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.base import ChatMessage, GenerationRequest, complete
-from opencomposer.serving.engines.errors import EngineTimeout, EngineUnavailable
-from opencomposer.serving.engines.sglang.engine import SGLangEngine
+from opencomposer.serving.engines.errors import (
+    EngineRequestError,
+    EngineTimeout,
+    EngineUnavailable,
+)
+from opencomposer.serving.engines.sglang.engine import UPDATES_FOLDER, SGLangEngine
 from opencomposer.serving.engines.sglang.flags import SGLangLaunch
-
-# Speaks just enough of SGLang's HTTP API. Its child ignores SIGTERM, like a wedged
-# scheduler process, so only a group SIGKILL removes it. Modes come in as extra args.
-FAKE_SERVER = r"""
-import json, os, signal, subprocess, sys, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-args = sys.argv[1:]
-def opt(name, default=None):
-    return args[args.index(name) + 1] if name in args else default
-
-mode = opt("--fake-mode")
-print("fake sglang starting:", " ".join(args), flush=True)
-if mode == "crash":
-    print("RuntimeError: CUDA out of memory (fake)", flush=True)
-    sys.exit(3)
-if mode == "slow":  # loading weights
-    time.sleep(1)
-child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
-                          "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
-with open(opt("--fake-pidfile"), "w") as f:
-    f.write(f"{os.getpid()} {child.pid}")
-model = opt("--served-model-name") or opt("--model-path")
-
-def chunk(delta, finish=None):
-    body = {"id": "c", "object": "chat.completion.chunk", "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return f"data: {json.dumps(body)}\n\n".encode()
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, format, *values):
-        print("request:", format % values, flush=True)
-
-    def do_GET(self):
-        if mode == "hang":
-            return self.send_error(503)
-        models = {"object": "list", "data": [{"id": model, "object": "model"}]}
-        body = {"/health": {}, "/v1/models": models}.get(self.path)
-        if body is None:
-            return self.send_error(404)
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for piece in ("hello ", "from ", "sglang"):
-            self.wfile.write(chunk({"content": piece}))
-        self.wfile.write(chunk({}, "stop"))
-        usage = {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
-        final = {"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [],
-                 "usage": usage}
-        self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-
-ThreadingHTTPServer((opt("--host"), int(opt("--port"))), Handler).serve_forever()
-"""
 
 HELLO = GenerationRequest(messages=[ChatMessage(role="user", content="hi")])
 
 
 def fake_engine(tmp_path: Path, mode: str = "ok", model: str | None = None, **options):
-    script = tmp_path / "fake_sglang.py"
-    script.write_text(FAKE_SERVER)
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir(exist_ok=True)
     (checkpoint / "config.json").write_text(json.dumps({"model_type": "llama"}))
     launch = SGLangLaunch(
         model_path=str(checkpoint), speculative="none", stop_grace=0.5,
-        extra_args=("--fake-mode", mode, "--fake-pidfile", str(tmp_path / "pids")), **options,
+        extra_args=("--fake-mode", mode, "--fake-pidfile", str(tmp_path / "pids"),
+                    "--fake-record", str(tmp_path / "updates.jsonl")), **options,
     )  # fmt: skip
     settings = EngineSettings(model=model, max_retries=0, connect_timeout=2, idle_timeout=5)
-    return SGLangEngine(settings, launch, command_prefix=(sys.executable, str(script)))
+    return SGLangEngine(settings, launch, command_prefix=(sys.executable, str(FAKE)))
 
 
 def server_pids(tmp_path: Path) -> list[int]:
@@ -203,3 +146,64 @@ async def test_an_engine_dropped_without_aclose_still_stops_its_server(tmp_path)
     # in this test's event loop, rather than as an unraisable error after the loop is closed.
     await asyncio.sleep(0.5)
     gc.collect()
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def updates(tmp_path: Path) -> list[dict]:
+    """What the fake server was asked to load, and the tensors it found there."""
+    return [json.loads(line) for line in (tmp_path / "updates.jsonl").read_text().splitlines()]
+
+
+async def test_weights_are_loaded_from_disk_and_stamp_later_results(tmp_path) -> None:
+    engine = fake_engine(tmp_path)
+    weights = {"model.embed_tokens.weight": torch.ones(8, 4), "lm_head.weight": torch.zeros(8, 4)}
+    try:
+        assert (await complete(engine, HELLO)).tokens is None  # no update yet: no version
+        await engine.update_weights(weights, "step-1")
+        first = updates(tmp_path)[-1]["request"]
+        result = await complete(engine, HELLO)
+        assert result.tokens is not None and result.tokens.weights_version == "step-1"
+
+        file = tmp_path / "step2.safetensors"
+        save_file({"lm_head.weight": torch.ones(8, 4)}, file)
+        await engine.update_weights(file, "step-2")
+        result = await complete(engine, HELLO)
+        assert result.tokens is not None and result.tokens.weights_version == "step-2"
+    finally:
+        await engine.aclose()
+    loaded = updates(tmp_path)
+    assert [entry["tensors"] for entry in loaded] == [
+        {"lm_head.weight": [8, 4], "model.embed_tokens.weight": [8, 4]},
+        {"lm_head.weight": [8, 4]},
+    ]
+    folder = Path(first["model_path"])
+    assert first == {
+        "model_path": str(folder),
+        "load_format": "safetensors",
+        "weight_version": "step-1",
+    }
+    assert folder.parent == tmp_path / "checkpoint" / UPDATES_FOLDER
+    # Only the latest update is kept on disk.
+    assert list(folder.parent.iterdir()) == [Path(loaded[1]["request"]["model_path"])]
+
+
+async def test_a_delta_update_is_refused_before_anything_runs(tmp_path) -> None:
+    engine = fake_engine(tmp_path)
+    with pytest.raises(EngineRequestError, match="whole checkpoints from disk"):
+        await engine.update_weights({"lm_head.weight": torch.ones(2)}, "d-1", delta=True)
+    assert not (tmp_path / "pids").exists()  # no server was launched for it
+    await engine.aclose()
+
+
+async def test_an_update_the_server_refuses_keeps_the_old_version(tmp_path) -> None:
+    engine = fake_engine(tmp_path, mode="refuse-weights")
+    try:
+        with pytest.raises(EngineRequestError, match=r"'step-1'.*shape mismatch \(fake\)"):
+            await engine.update_weights({"lm_head.weight": torch.ones(8, 4)}, "step-1")
+        assert (await complete(engine, HELLO)).tokens is None
+    finally:
+        await engine.aclose()
+    assert len(updates(tmp_path)) == 1
+    assert list((tmp_path / "checkpoint" / UPDATES_FOLDER).iterdir()) == []  # not left behind

@@ -21,7 +21,7 @@ from opencomposer.agent.context import touched_files
 from opencomposer.agent.prompting import render
 from opencomposer.agent.protocol.items import Item
 from opencomposer.agent.tools.harness_protocol import Harness
-from opencomposer.agent.tools.terminal.sandbox import shell
+from opencomposer.agent.tools.sandbox import shell
 
 RECENT_FILES = 10
 

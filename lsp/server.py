@@ -6,29 +6,23 @@ open buffers and write through `workspace/applyEdit`, exposes the agent protocol
 in for editors with no opencomposer code: commands, code actions, work-done progress, messages,
 approvals as message requests. Inline completion comes from the same engine.
 
-The handlers here translate; the agent's behaviour lives in `opencomposer.agent`.
+The handlers here translate; the agent's behaviour lives in `opencomposer.agent`. What a
+message must be to reach them is `protocol_guard`'s business (`framing` reads the bytes), and
+the stdio and TCP transports are `transport`'s and `tcp`'s.
 """
 
 import asyncio
 import io
 import logging
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
 from pydantic import ValidationError
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import (
-    JsonRpcException,
-    JsonRpcInvalidParams,
-    JsonRpcInvalidRequest,
-    JsonRpcServerNotInitialized,
-)
-from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.language_server import lsp_method
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 from pygls.workspace import Workspace
 
@@ -46,6 +40,7 @@ from opencomposer.lsp.commands import EditorCommands
 from opencomposer.lsp.completion import InlineCompleter, completion_items, inline_items
 from opencomposer.lsp.documents import OpenDocuments
 from opencomposer.lsp.edits import EditorWriter
+from opencomposer.lsp.protocol_guard import GuardedServer
 from opencomposer.lsp.tcp import serve_tcp
 from opencomposer.lsp.transport import serve_stdio
 from opencomposer.lsp.turn_feedback import TurnFeedback
@@ -58,90 +53,17 @@ log = logging.getLogger(__name__)
 METHOD_PREFIX = "opencomposer/"
 
 
-class UnreadableMessage(JsonRpcException):
-    """A message pygls could not structure, with whom to answer: the exception reaches
-    `report_server_error` without the message."""
-
-    def __init__(self, error: JsonRpcException, data: dict[str, Any]) -> None:
-        super().__init__(error.message, error.code)
-        self.msg_id = data.get("id") if "method" in data else None
-        """The request's id; None for a reply that cannot be read (its id is the server's)."""
-
-        self.answered = "id" in data or "method" not in data
-        """False for a notification: JSON-RPC never answers those, not even with an error."""
-
-
-class GuardedProtocol(LanguageServerProtocol):
-    """pygls' protocol with the checks an editor-facing server needs: no request is served
-    before `initialize` succeeded (LSP's ServerNotInitialized), nor a second `initialize`, and a
-    request after `shutdown` is refused (InvalidRequest) where pygls would leave it unanswered;
-    a request whose params do not fit is answered with its own id; and a reply to a server
-    request whose waiter is gone (cancelled: an interrupted turn) is dropped instead of raising
-    `InvalidStateError` in the reader loop (pygls#621)."""
-
-    def handle_message(self, message: Any) -> None:
-        server = self._server
-        method = getattr(message, "method", None)
-        msg_id = getattr(message, "id", None)
-        ready = isinstance(server, OpenComposerServer) and server.ready
-        if method is not None and not ready and method not in (lsp.INITIALIZE, lsp.EXIT):
-            if msg_id is not None:
-                early = JsonRpcServerNotInitialized(f"{method} before initialize")
-                self._send_response(msg_id, error=early.to_response_error())
-            return  # notifications before initialize are dropped, as the spec says
-        if method is not None and method != lsp.EXIT and self._shutdown and msg_id is not None:
-            late = JsonRpcInvalidRequest(f"{method} after shutdown")
-            self._send_response(msg_id, error=late.to_response_error())
-            return
-        super().handle_message(message)
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        try:
-            return super().structure_message(data)
-        except JsonRpcInvalidParams as exc:
-            raise UnreadableMessage(exc, data) from exc
-        except JsonRpcException as exc:  # pygls calls a malformed envelope an internal error
-            raise UnreadableMessage(JsonRpcInvalidRequest(), data) from exc
-
-    @lsp_method(lsp.INITIALIZE)
-    def lsp_initialize(self, params: lsp.InitializeParams) -> Generator[Any, Any, Any]:
-        if isinstance(self._server, OpenComposerServer) and self._server.ready:
-            # pygls would replace the workspace (the open documents), and a second runtime
-            # would orphan the first one's turns.
-            raise JsonRpcInvalidRequest("initialize was already sent")
-        result = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = protocol_capabilities()
-        return result
-
-    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        """pygls puts the traceback of a handler's unexpected exception in the error it sends;
-        it goes to the log instead, and the client gets the message."""
-        if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
-            log.error("a handler failed: %s\n%s", error.message, "".join(error.data["traceback"]))
-            error = lsp.ResponseError(code=error.code, message=error.message)
-        super()._send_response(msg_id, result, error)
-
-    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        future = self._request_futures.get(msg_id)
-        if future is not None and future.done():
-            self._request_futures.pop(msg_id, None)
-            log.debug("dropped a reply to a request nobody waits for", extra={"id": msg_id})
-            return
-        super()._handle_response(msg_id, result, error)
-
-
-class OpenComposerServer(LanguageServer):
+class OpenComposerServer(GuardedServer):
     def __init__(
         self, settings: Settings, engine_factory: Callable[[], Engine], *, token: str | None = None
     ) -> None:
         """`engine_factory` is called once the client has initialized. `token`: what a TCP
         connection must send in `initializationOptions.token` (checked by `lsp.tcp` before the
         connection reaches this server)."""
-        super().__init__("opencomposer", __version__, protocol_cls=GuardedProtocol)
+        super().__init__("opencomposer", __version__, experimental=protocol_capabilities())
         self.settings = settings
         self.lsp_settings: LspSettings = settings.lsp
         self.token = token
-        self.ready = False
         self.client_log: ClientLogHandler | None = None
         """Over stdio, log lines below ERROR go to the editor (`lsp.client_log`), held until
         it has initialized; over TCP they stay on the terminal the server was started in."""
@@ -367,31 +289,6 @@ class OpenComposerServer(LanguageServer):
             raise JsonRpcException(
                 exc.message, code=REQUEST_FAILED, data={"kind": exc.kind}
             ) from None
-
-    def report_server_error(self, error: Exception, source: Any) -> None:
-        """A message that could not be read (malformed JSON, params of the wrong shape) gets
-        the JSON-RPC error it deserves: with the request's id when it has one, else with a
-        null id as the spec says (pygls would leave `id` out); a notification gets none.
-        Handler failures were already answered by pygls."""
-        if source is JsonRpcException and getattr(error, "answered", True):
-            # Not JSON: a syntax error, bytes that are not UTF-8, nesting Python cannot recurse.
-            code = (
-                -32700
-                if isinstance(error, ValueError | RecursionError)
-                else getattr(error, "code", -32600)
-            )
-            message = f"cannot read the message: {error}"
-            self.protocol._send_data(
-                {
-                    "jsonrpc": "2.0",
-                    "id": getattr(error, "msg_id", None),
-                    "error": {"code": code, "message": message},
-                }
-            )
-        log.warning(
-            "LSP error",
-            extra={"error": repr(error), "source": getattr(source, "__name__", str(source))},
-        )
 
 
 def _plain_function(handler: Callable[..., Any]) -> Callable[..., Any]:

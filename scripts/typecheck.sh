@@ -10,9 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MYPY=${MYPY:-.venv/bin/mypy}
 TREE=build/typecheck
+# Rebuilt every run: a link left from a moved or deleted module would be read as a broken file.
+rm -rf "$TREE"
 mkdir -p "$TREE/opencomposer"
 for entry in opencomposer/*.py; do
   ln -sfn "$PWD/$entry" "$TREE/opencomposer/$(basename "$entry")"
+done
+for init in opencomposer/*/__init__.py; do  # subpackages of the root (opencomposer/bench)
+  ln -sfn "$PWD/$(dirname "$init")" "$TREE/opencomposer/$(basename "$(dirname "$init")")"
 done
 for folder in agent lsp serving kernels training; do
   ln -sfn "$PWD/$folder" "$TREE/opencomposer/$folder"

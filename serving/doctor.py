@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import opencomposer
+from opencomposer.agent.tools.sandbox import probe_bubblewrap
 from opencomposer.agent.tools.terminal.limits import ResourceLimits
-from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
 from opencomposer.config import ConfigError, LoadedSettings, Settings, load_settings
 from opencomposer.paths import find_program
 

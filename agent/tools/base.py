@@ -22,8 +22,8 @@ from opencomposer.agent.protocol.common import ActionClass
 from opencomposer.agent.protocol.items import FileChange, TodoEntry
 from opencomposer.agent.tools.changes import FileOp
 from opencomposer.agent.tools.indexes import CodeIndexes
+from opencomposer.agent.tools.sandbox import Sandbox
 from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
-from opencomposer.agent.tools.terminal.sandbox import Sandbox
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.config import ToolSettings
 from opencomposer.serving.engines.base import ToolSpec

@@ -44,11 +44,11 @@ from opencomposer.agent.tools.harness_protocol import (
 )
 from opencomposer.agent.tools.indexes import CodeIndexes
 from opencomposer.agent.tools.registry import default_tools
+from opencomposer.agent.tools.sandbox import Sandbox, detect_sandbox
 from opencomposer.agent.tools.search import list_workspace_files
 from opencomposer.agent.tools.secret_files import SecretFiles, names_secret_file
 from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
-from opencomposer.agent.tools.terminal.sandbox import Sandbox, detect_sandbox
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.config import ToolSettings
 from opencomposer.redact import Redactor

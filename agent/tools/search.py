@@ -31,7 +31,7 @@ from opencomposer.agent.tools.errors import (
     ToolError,
     UnexpectedEnvironment,
 )
-from opencomposer.agent.tools.terminal.sandbox import Sandbox
+from opencomposer.agent.tools.sandbox import Sandbox
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.paths import find_program
 

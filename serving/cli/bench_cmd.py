@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from opencomposer.bench.report import print_bench
 from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
-from opencomposer.serving.cli.output import err, out, print_bench
+from opencomposer.serving.cli.output import err, out
 
 bench_app = typer.Typer(
     help="Benchmarks: ours beside a baseline, as a ratio.", no_args_is_help=True
@@ -33,7 +34,7 @@ def tools(
     json: Json = False,
 ) -> None:
     """grep vs raw ripgrep, the symbol index vs ctags, semantic indexing and queries."""
-    from opencomposer.agent.tools.bench import run_tool_bench  # the tools load only here
+    from opencomposer.bench.tools import run_tool_bench  # the tools load only here
 
     settings = settings_for(None, overrides_from(config)).settings
     with err.status("benchmarking the tools (a minute or two)"):
@@ -71,7 +72,7 @@ def agent(
     """The runtime's own overhead: per model step and per tool call against an instant replay
     engine, trace-store writes, prompt rebuilds, the step's cost as the thread grows to 1,000
     items, and concurrent rollouts. Runs in a scratch home on defaults."""
-    from opencomposer.agent.bench import run_agent_bench  # the runtime loads only here
+    from opencomposer.bench.agent import run_agent_bench  # the runtime loads only here
 
     with err.status("benchmarking the agent runtime"):
         rows, info = asyncio.run(
@@ -113,7 +114,7 @@ def http(
     """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
     turn's first SSE event, against an instant engine served from a process of its own, beside
     the same engine in-process."""
-    from opencomposer.serving.http.bench import run_http_bench  # the server loads only here
+    from opencomposer.bench.http import run_http_bench  # the server loads only here
 
     with err.status("benchmarking the HTTP server"):
         rows, info = asyncio.run(
@@ -141,7 +142,7 @@ def lsp(
     """The language server's own cost: an inline completion's request-to-response time and a
     turn's time to its first event, against an instant engine, beside a bare pygls server that
     answers at once (both over stdio, each in a process of its own)."""
-    from opencomposer.lsp.bench import run_lsp_bench  # pygls loads only here
+    from opencomposer.bench.lsp import run_lsp_bench  # pygls loads only here
 
     with err.status("benchmarking the language server"):
         rows, info = asyncio.run(run_lsp_bench(completions_count=completions, turns=turns))
@@ -169,7 +170,7 @@ def security(
 ) -> None:
     """The resource limits commands run under here (and how each is enforced), then what
     they add to each run_terminal call, beside the same sandbox without them."""
-    from opencomposer.agent.tools.terminal.bench import run_security_bench  # tools load here
+    from opencomposer.bench.security import run_security_bench  # tools load here
 
     settings = settings_for(None, overrides_from(config)).settings
     with err.status("benchmarking the sandbox's resource limits"):

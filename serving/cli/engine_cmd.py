@@ -27,7 +27,7 @@ from opencomposer.serving.cli.options import (
     overrides_from,
     settings_for,
 )
-from opencomposer.serving.cli.output import err, print_bench, print_json
+from opencomposer.serving.cli.output import err, print_json
 from opencomposer.serving.engines import make_engine
 from opencomposer.serving.engines.base import (
     ChatMessage,
@@ -326,7 +326,7 @@ def logits(
 
 
 def _bench_model(models_dir: Path) -> str:
-    from opencomposer.serving import models as store
+    from opencomposer.serving import model_store as store
 
     for name in ("tiny-moe", "smollm2-135m"):
         if store.is_installed(models_dir, name):
@@ -373,7 +373,8 @@ def bench(
     transformers' generate, batch scaling, prefill, peak memory."""
     import torch
 
-    from opencomposer.serving.engines.embedded.bench import BenchError, run_engine_bench
+    from opencomposer.bench.engine import BenchError, run_engine_bench
+    from opencomposer.bench.report import print_bench
 
     if threads is not None:
         torch.set_num_threads(threads)

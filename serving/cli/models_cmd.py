@@ -5,7 +5,7 @@ from typing import Annotated, TypedDict
 import typer
 from rich.table import Table
 
-from opencomposer.serving import models as store
+from opencomposer.serving import model_store as store
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
     Json,

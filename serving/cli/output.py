@@ -7,14 +7,11 @@ Untrusted text placed inside markup still needs `rich.markup.escape`.
 """
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from opencomposer.benchmark import Row, figure
 from opencomposer.terminal_text import for_terminal, json_for_terminal
 
 
@@ -33,25 +30,3 @@ def print_json(data: Any) -> None:
 
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "missing": "yellow", "error": "red"}
-
-
-def print_bench(rows: Sequence[Row], info: dict[str, Any], heading: str, as_json: bool) -> None:
-    """Benchmark rows as JSON (with the run's `info`) or as a table under `heading`."""
-    if as_json:
-        print_json({**info, "rows": [row.to_json() for row in rows]})
-        return
-    out.print(heading)
-    table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
-    for column in ("measurement", "baseline", "", "ours", "ours / baseline", "note"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        ratio = f"{row.ratio:.3g}x" if row.ratio is not None else "-"
-        table.add_row(
-            row.name,
-            row.baseline_label,
-            figure(row.baseline, row.unit),
-            figure(row.ours, row.unit),
-            ratio,
-            row.note,
-        )
-    out.print(table)

@@ -15,7 +15,7 @@ from opencomposer.serving.cli.options import (
     settings_for,
 )
 from opencomposer.serving.cli.output import err, out
-from opencomposer.serving.models import DEFAULT_CHAT_MODEL
+from opencomposer.serving.model_store import DEFAULT_CHAT_MODEL
 
 
 def serve(

@@ -18,8 +18,8 @@ def make_engine(settings: EngineSettings, models_dir: Path) -> Engine:
 
             return EmbeddedEngine(settings, models_dir)
         case "sglang":
-            from opencomposer.serving.engines.sglang import (
-                SGLangEngine,
+            from opencomposer.serving.engines.sglang.engine import SGLangEngine
+            from opencomposer.serving.engines.sglang.flags import (
                 SGLangLaunchError,
                 launch_from_spec,
             )

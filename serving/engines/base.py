@@ -13,7 +13,7 @@ A stream is an async generator. Consumers that may stop early must close it (use
 import json
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
@@ -234,6 +234,12 @@ class GenerationResult:
     model: str | None = None
     tokens: TokenTrace | None = None
     spec: SpecDecodeStats | None = None
+
+    def with_weights_version(self, version: str) -> "GenerationResult":
+        """This result stamped with the weights it was sampled with, for a backend that
+        knows the version only from its own `update_weights` (the server does not say)."""
+        tokens = replace(self.tokens or TokenTrace(), weights_version=version)
+        return replace(self, tokens=tokens)
 
     def to_json(self) -> dict[str, Any]:
         """The readable part of the result (the token layer is recorded separately)."""

@@ -17,7 +17,6 @@ from opencomposer.serving.engines.base import (
     ModelInfo,
     ReasoningDelta,
     TextDelta,
-    TokenTrace,
     ToolCallArgumentsDelta,
     ToolCallStarted,
     Usage,
@@ -70,8 +69,7 @@ class ReplayEngine:
             prompt = request.prompt_chars() // PIECE
             result = replace(result, usage=Usage(prompt, len(result.text) // PIECE + 1))
         if self.weights_version is not None:
-            tokens = replace(result.tokens or TokenTrace(), weights_version=self.weights_version)
-            result = replace(result, tokens=tokens)
+            result = result.with_weights_version(self.weights_version)
         for event in stream_events(result):
             yield event
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from opencomposer.agent.tools.harness import ToolHarness
-from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
+from opencomposer.agent.tools.sandbox import probe_bubblewrap
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.config import ToolSettings
 

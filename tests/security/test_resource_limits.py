@@ -26,15 +26,15 @@ import pytest
 from support.interpreters import SANDBOX_PYTHON
 from support.sandbox_fixtures import processes_with
 
-from opencomposer.agent.tools.terminal.environment import scrub_environment
-from opencomposer.agent.tools.terminal.jobs import CommandResult, JobManager
-from opencomposer.agent.tools.terminal.limits import PREFIX, Cgroups, ResourceLimits, find_cgroups
-from opencomposer.agent.tools.terminal.sandbox import (
+from opencomposer.agent.tools.sandbox import (
     BubblewrapSandbox,
     FallbackSandbox,
     Sandbox,
     default_masked_paths,
 )
+from opencomposer.agent.tools.terminal.environment import scrub_environment
+from opencomposer.agent.tools.terminal.jobs import CommandResult, JobManager
+from opencomposer.agent.tools.terminal.limits import PREFIX, Cgroups, ResourceLimits, find_cgroups
 from opencomposer.config import SandboxSettings
 from opencomposer.paths import find_program
 from opencomposer.redact import Redactor
@@ -392,7 +392,7 @@ NPROC_PROBE = """
 import asyncio, os, sys
 from pathlib import Path
 from opencomposer.agent.tools.terminal.jobs import JobManager
-from opencomposer.agent.tools.terminal.sandbox import BubblewrapSandbox
+from opencomposer.agent.tools.sandbox import BubblewrapSandbox
 from opencomposer.config import SandboxSettings
 from opencomposer.redact import Redactor
 

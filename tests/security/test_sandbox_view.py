@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from opencomposer.agent.tools.terminal.environment import scrub_environment
-from opencomposer.agent.tools.terminal.sandbox import (
+from opencomposer.agent.tools.sandbox import (
     BubblewrapSandbox,
     default_masked_paths,
 )
+from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.view import view
 from opencomposer.config import SandboxSettings
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
+from opencomposer.agent.tools.sandbox import probe_bubblewrap
 from opencomposer.paths import find_program
 
 

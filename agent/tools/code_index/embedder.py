@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from opencomposer.serving.models import MANIFEST, model_dir
+from opencomposer.serving.model_store import MANIFEST, model_dir
 
 MODEL_NAME = "all-minilm-l6-v2"
 

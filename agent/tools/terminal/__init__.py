@@ -1,27 +1,7 @@
-"""The engine behind the terminal tools: sandboxes, the commands' environment, jobs with
-soft timeouts and capped output, and command risk classification."""
+"""The engine behind the terminal tools: the commands' environment, jobs with soft timeouts
+and capped output, command risk classification, and the parts of the sandbox
+(`agent/tools/sandbox.py`) that say what a command sees (`view`), what it may use (`limits`)
+and what it may not change in git (`git_guard`).
 
-from opencomposer.agent.tools.terminal.classify import Classification, classify_command
-from opencomposer.agent.tools.terminal.environment import scrub_environment
-from opencomposer.agent.tools.terminal.jobs import NO_OUTPUT, CommandResult, JobManager
-from opencomposer.agent.tools.terminal.sandbox import (
-    BubblewrapSandbox,
-    FallbackSandbox,
-    Sandbox,
-    detect_sandbox,
-    probe_bubblewrap,
-)
-
-__all__ = [
-    "NO_OUTPUT",
-    "BubblewrapSandbox",
-    "Classification",
-    "CommandResult",
-    "FallbackSandbox",
-    "JobManager",
-    "Sandbox",
-    "classify_command",
-    "detect_sandbox",
-    "probe_bubblewrap",
-    "scrub_environment",
-]
+Nothing is re-exported here: the sandbox imports these modules, and jobs import the sandbox,
+so an eager import of both from this package would be a cycle."""

@@ -35,8 +35,8 @@ from opencomposer.agent.tools.errors import (
     NotFound,
     UnexpectedEnvironment,
 )
+from opencomposer.agent.tools.sandbox import Sandbox
 from opencomposer.agent.tools.terminal.limits import Breach, CommandLimits
-from opencomposer.agent.tools.terminal.sandbox import Sandbox
 from opencomposer.redact import Redactor
 
 log = logging.getLogger(__name__)

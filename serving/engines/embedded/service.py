@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from opencomposer.config import EngineSettings
-from opencomposer.serving import models as registry
+from opencomposer.serving import model_store as registry
 from opencomposer.serving.engines.base import (
     EngineEvent,
     Finished,

@@ -8,8 +8,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from opencomposer.agent.tools.sandbox import probe_bubblewrap
 from opencomposer.agent.tools.terminal.limits import ResourceLimits
-from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
 from opencomposer.config import SandboxSettings
 
 CLI = str(Path(sys.executable).parent / "opencomposer")

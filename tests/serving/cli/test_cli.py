@@ -11,7 +11,7 @@ from support.fake_openai import Replay, Status, ThreadedFakeOpenAI
 
 from opencomposer import paths
 from opencomposer.agent.protocol.schema import protocol_schema_json
-from opencomposer.agent.tools.terminal.sandbox import probe_bubblewrap
+from opencomposer.agent.tools.sandbox import probe_bubblewrap
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
 

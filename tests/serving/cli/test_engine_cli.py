@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from opencomposer.serving import models
+from opencomposer.serving import model_store
 from opencomposer.serving.engines.embedded.attention import ForwardContext
 from opencomposer.serving.engines.embedded.loader import load_model
 
@@ -36,7 +36,7 @@ def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("models")
-    models.init("tiny-moe", folder)
+    model_store.init("tiny-moe", folder)
     return folder
 
 

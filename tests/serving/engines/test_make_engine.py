@@ -8,7 +8,8 @@ from opencomposer.config import EngineSettings
 from opencomposer.serving.engines import make_engine
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
 from opencomposer.serving.engines.openai import OpenAIEngine
-from opencomposer.serving.engines.sglang import SGLangEngine, SGLangLaunchError
+from opencomposer.serving.engines.sglang.engine import SGLangEngine
+from opencomposer.serving.engines.sglang.flags import SGLangLaunchError
 
 
 def test_each_backend(tmp_path: Path) -> None:

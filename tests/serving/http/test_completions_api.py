@@ -16,7 +16,7 @@ from opencomposer.serving.engines.base import GenerationResult, TextPrompt, Toke
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
 from opencomposer.serving.engines.errors import ContextLengthExceeded
 from opencomposer.serving.engines.replay import ReplayEngine
-from opencomposer.serving.models import init
+from opencomposer.serving.model_store import init
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n\nprint(add(1, 2))\n"

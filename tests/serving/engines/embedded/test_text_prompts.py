@@ -17,7 +17,7 @@ from opencomposer.serving.engines.base import (
 )
 from opencomposer.serving.engines.embedded.fim import TextPrompts
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
-from opencomposer.serving.models import init
+from opencomposer.serving.model_store import init
 
 TINY = "tiny-moe"
 PREFIX = "def add(a, b):\n    return "

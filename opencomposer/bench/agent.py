@@ -70,7 +70,7 @@ from opencomposer.agent.tools.registry import default_tools
 from opencomposer.agent.tools.todo import TodoWrite, TodoWriteArgs
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.agent.traces.sqlite.store import SQLiteTraceStore
-from opencomposer.benchmark import Row
+from opencomposer.bench.rows import Row
 from opencomposer.config import AgentSettings, Settings, ToolSettings
 from opencomposer.serving.engines.base import (
     ChatMessage,

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from opencomposer.benchmark import Row
+from opencomposer.bench.rows import Row
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions, SpecStats

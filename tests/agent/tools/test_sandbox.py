@@ -15,10 +15,8 @@ from pathlib import Path
 import pytest
 from support.interpreters import SANDBOX_PYTHON
 
-from opencomposer.agent.tools.terminal import sandbox as sandbox_module
-from opencomposer.agent.tools.terminal.environment import scrub_environment
-from opencomposer.agent.tools.terminal.git_guard import GitGuard
-from opencomposer.agent.tools.terminal.sandbox import (
+from opencomposer.agent.tools import sandbox as sandbox_module
+from opencomposer.agent.tools.sandbox import (
     BubblewrapSandbox,
     FallbackSandbox,
     Sandbox,
@@ -27,6 +25,8 @@ from opencomposer.agent.tools.terminal.sandbox import (
     probe_bubblewrap,
     shell,
 )
+from opencomposer.agent.tools.terminal.environment import scrub_environment
+from opencomposer.agent.tools.terminal.git_guard import GitGuard
 from opencomposer.agent.tools.terminal.view import view
 from opencomposer.config import SandboxSettings
 

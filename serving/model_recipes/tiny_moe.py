@@ -1,5 +1,7 @@
 """`tiny-moe`: a CPU-sized model of the DeepSeek-V3 architecture, created here with seeded random
-weights for `training/` to train (`opencomposer models init tiny-moe`).
+weights for `training/` to train (`opencomposer models init tiny-moe`). The model store calls
+it, so it sits in `serving/` outside the engine, which only loads checkpoints (the package
+docstring says why not in `training/`).
 
 Everything real checkpoints have is here at toy scale, so the engine's production path runs on a
 laptop: MLA with a query LoRA, a dense first layer then DeepSeekMoE layers (sigmoid routing with

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from opencomposer.serving.http.bench import run_http_bench, serving
+from opencomposer.bench.http import run_http_bench, serving
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -21,7 +21,7 @@ def bench_servers() -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):  # the process ended while we looked
             continue
-        if ppid == os.getpid() and b"opencomposer.serving.http.bench_server" in cmdline:
+        if ppid == os.getpid() and b"opencomposer.bench.http_server" in cmdline:
             found.append(int(stat.parent.name))
     return found
 

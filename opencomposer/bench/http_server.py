@@ -1,6 +1,6 @@
 """The server of `opencomposer bench http`, in a process of its own.
 
-`python -m opencomposer.serving.http.bench_server ROOT PORT_FILE` serves the app with an
+`python -m opencomposer.bench.http_server ROOT PORT_FILE` serves the app with an
 instant engine (its home and workspaces under ROOT) on a free loopback port, and writes that
 port to PORT_FILE once uvicorn has started. The bench starts it as a child so the server has its
 own interpreter and GIL instead of taking turns with the bench's HTTP clients. It stops on
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import uvicorn
 
+from opencomposer.bench.http import ANSWER
 from opencomposer.config import LoadedSettings, Settings
 from opencomposer.serving.engines.replay import InstantEngine
 from opencomposer.serving.http.app import create_app
-from opencomposer.serving.http.bench import ANSWER
 
 
 def report_then_watch(server: uvicorn.Server, port_file: Path) -> None:

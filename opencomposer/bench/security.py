@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from opencomposer.agent.tools.harness import ToolHarness
+from opencomposer.agent.tools.sandbox import Sandbox
 from opencomposer.agent.tools.terminal.limits import CommandLimits, ResourceLimits
-from opencomposer.agent.tools.terminal.sandbox import Sandbox
 from opencomposer.agent.tools.workspace import Workspace
-from opencomposer.benchmark import Row, percentile
+from opencomposer.bench.rows import Row, percentile
 from opencomposer.config import SandboxSettings, ToolSettings
 
 COMMANDS = {"true": "true", "echo": "echo opencomposer bench security"}

@@ -1,6 +1,6 @@
 """`opencomposer bench lsp`: what the language server adds to a completion and to an event.
 
-Two servers run over stdio, each in a process of its own (`bench_server`): ours, with an instant
+Two servers run over stdio, each in a process of its own (`lsp_server`): ours, with an instant
 engine and no debounce, and a bare pygls server that answers at once. One pygls client drives
 both the same way, one request at a time, so the difference is our server's own work:
 
@@ -25,8 +25,8 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
-from opencomposer.benchmark import Row, percentile
-from opencomposer.lsp.bench_server import EVENT_METHOD, NOTIFY_METHOD
+from opencomposer.bench.lsp_server import EVENT_METHOD, NOTIFY_METHOD
+from opencomposer.bench.rows import Row, percentile
 
 SOURCE = "def add(a, b):\n    \n\nprint(add(1, 2))\n"
 CURSOR = lsp.Position(line=1, character=4)
@@ -36,7 +36,7 @@ CURSOR = lsp.Position(line=1, character=4)
 async def connected(kind: str, home: Path, workspace: Path) -> AsyncIterator[LanguageClient]:
     """A client initialized with the server of `kind`, the bench file open in it."""
     client = LanguageClient("opencomposer-bench", "1")
-    await client.start_io(sys.executable, "-m", "opencomposer.lsp.bench_server", kind, str(home))
+    await client.start_io(sys.executable, "-m", "opencomposer.bench.lsp_server", kind, str(home))
     try:
         await client.initialize_async(
             lsp.InitializeParams(

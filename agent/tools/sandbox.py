@@ -7,12 +7,12 @@ in its own session, so the caller can signal the whole process tree through one 
 group. Under bubblewrap that group holds `bwrap` and the init of the sandbox's pid namespace,
 whose death takes every process in the sandbox along. Signal the group, not the pid: bwrap
 arms --die-with-parent only once it runs, so a bwrap killed alone in its first milliseconds
-leaves the sandbox running. Every command runs under the resource limits of `limits.py`,
-taken on by the process we start before it execs the sandbox.
+leaves the sandbox running. Every command runs under the resource limits of
+`terminal/limits.py`, taken on by the process we start before it execs the sandbox.
 
-What a command sees of the host's files is `view.py`'s business; what it may not change in
-the workspace's git (every git directory, hooks folder and git config read-only, and what it
-makes neutralized afterwards) is `git_guard.py`'s.
+What a command sees of the host's files is `terminal/view.py`'s business; what it may not
+change in the workspace's git (every git directory, hooks folder and git config read-only, and
+what it makes neutralized afterwards) is `terminal/git_guard.py`'s.
 """
 
 import asyncio

@@ -22,7 +22,7 @@ from opencomposer.agent.tools.code_index.symbol_index import SymbolIndex
 from opencomposer.agent.tools.harness import ToolHarness
 from opencomposer.agent.tools.search import list_workspace_files, ripgrep
 from opencomposer.agent.tools.workspace import Workspace
-from opencomposer.benchmark import Row
+from opencomposer.bench.rows import Row
 from opencomposer.config import ToolSettings
 from opencomposer.paths import find_program
 

@@ -1,6 +1,6 @@
 """The servers `opencomposer bench lsp` measures, each over stdio in a process of its own.
 
-`python -m opencomposer.lsp.bench_server ours HOME` is the opencomposer language server with an
+`python -m opencomposer.bench.lsp_server ours HOME` is the opencomposer language server with an
 instant engine and no debounce (its trace store under HOME): what is left of a completion or an
 event is the server's own work. `... bare HOME` is the baseline: a pygls server whose inline
 completion handler returns a fixed item and whose `bench/notify` request sends one notification,

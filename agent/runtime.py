@@ -174,6 +174,13 @@ class AgentRuntime:
         self._sessions[thread.id] = session
         return session
 
+    async def close_thread(self, thread_id: str) -> None:
+        """Let a thread's live session go (a running turn is interrupted, its harness
+        stopped); the thread stays in the store and can be opened again."""
+        session = self._sessions.pop(thread_id, None)
+        if session is not None:
+            await session.close()
+
     def running_turns(self) -> int:
         """Turns running now, across the open threads."""
         return sum(session.running is not None for session in self._sessions.values())

@@ -32,7 +32,6 @@ Each figure is the median of a few runs; machines are noisy, so compare ratios t
 run, not figures across runs.
 """
 
-import asyncio
 import json
 import random
 import sqlite3
@@ -47,7 +46,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.context import build_messages
 from opencomposer.agent.protocol.events import Event, ItemCompletedEvent, ItemStartedEvent
 from opencomposer.agent.protocol.items import (
@@ -61,8 +59,8 @@ from opencomposer.agent.protocol.items import (
     TextInput,
     UserMessageItem,
 )
-from opencomposer.agent.protocol.methods import TurnStartParams
 from opencomposer.agent.protocol.threads import StopReason, Thread
+from opencomposer.agent.rollouts import RolloutSpec, run_rollouts
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.tools.base import ToolContext, ToolResult
 from opencomposer.agent.tools.harness import ToolHarness
@@ -678,27 +676,21 @@ class RolloutEngine(ReplayEngine):
 
 async def time_rollouts(root: Path, threads: int, steps: int) -> float:
     """Rollouts per second: `threads` turns of `steps` tool steps, all at once, in one
-    runtime, each in a workspace of its own and read through `AgentAPI.stream_turn`."""
+    runtime, each in a workspace of its own (`rollouts.run_rollouts`, as training runs them)."""
     runtime = AgentRuntime(bench_settings(root, steps), RolloutEngine(scripted_turn(steps)))
-    api = AgentAPI(runtime, lambda: [root])
     try:
-        thread_ids = []
+        specs = []
         for n in range(threads):
             workspace = root / f"workspace{n}"
             workspace.mkdir(parents=True)
-            thread_ids.append((await runtime.start_thread(workspace)).thread.id)
-
-        async def rollout(thread_id: str) -> None:
-            params = TurnStartParams(thread_id=thread_id, input=[TextInput(text="Check it.")])
-            async with await api.stream_turn(params, answers_approvals=False) as stream:
-                async for _ in stream:
-                    pass
-            if stream.ended is None or stream.ended.stop_reason != StopReason.answered:
-                raise RuntimeError(f"a benchmark rollout ended early: {stream.ended}")
-
+            specs.append(RolloutSpec(workspace, "Check it."))
         started = time.perf_counter()
-        await asyncio.gather(*(rollout(thread_id) for thread_id in thread_ids))
-        return threads / (time.perf_counter() - started)
+        results = await run_rollouts(runtime, specs)
+        elapsed = time.perf_counter() - started
+        for result in results:
+            if result.turn is None or result.turn.stop_reason != StopReason.answered:
+                raise RuntimeError(f"a benchmark rollout ended early: {result}")
+        return threads / elapsed
     finally:
         await runtime.close()
 

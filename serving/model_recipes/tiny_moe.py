@@ -10,15 +10,15 @@ DeepSeek-V3 stores it, `model.layers.{num_hidden_layers}`. The checkpoint is wri
 Hugging Face layout of the released models (per-expert tensors), so the same loader reads it and
 DeepSeek-V3 itself.
 
-Its tokenizer is a byte-level BPE trained on opencomposer's own Python sources (offline,
-seconds), with DeepSeek's chat markers as special tokens: the model speaks the built-in
-`deepseek_v3` chat format. A small vocabulary keeps the embedding and LM head (which would
+Its tokenizer is a byte-level BPE trained (offline, seconds) on a snapshot of opencomposer's
+own Python sources shipped beside this file, with DeepSeek's chat markers as special tokens:
+the model speaks the built-in `deepseek_v3` chat format. A small vocabulary keeps the embedding and LM head (which would
 dominate a 49k-vocabulary model of this width) proportionate to the body.
 """
 
 import hashlib
-import importlib
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,11 @@ from opencomposer.serving.engines.embedded.chat_format import (
 )
 
 VOCAB_SIZE = 4096
-TOKENIZER_CORPUS = (
-    "opencomposer",
-    "opencomposer.agent",
-    "opencomposer.serving",
-    "opencomposer.lsp",
-    "opencomposer.kernels",
-    "opencomposer.training",
-)
+CORPUS = Path(__file__).with_name("tiny_moe_corpus.tar.xz")
+"""The tokenizer's training corpus: opencomposer's Python sources as of 2026-12-02 (190 files).
+A snapshot, not the installed sources, so that the model depends on its seed alone: trained on
+the live sources, every edit to the package changed the tokenizer, and with it everything the
+seeded model generates."""
 """Packages whose Python sources train the tokenizer (all ship in the wheel)."""
 
 TINY_MOE_CONFIG: dict[str, Any] = {
@@ -175,16 +172,20 @@ def init_weights(config: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     return weights
 
 
-def corpus_files() -> list[Path]:
-    """The tokenizer's training corpus, in a fixed order."""
-    files = []
-    for package in TOKENIZER_CORPUS:
-        for root in map(Path, importlib.import_module(package).__path__):
-            files += [path for path in root.rglob("*.py") if "__pycache__" not in path.parts]
-    return sorted(set(files))
+def corpus_texts() -> list[str]:
+    """The corpus's files, in their fixed order."""
+    with tarfile.open(CORPUS, "r:xz") as archive:
+        members = sorted((m for m in archive.getmembers() if m.isfile()), key=lambda m: m.name)
+        return [_read(archive, member) for member in members]
 
 
-def train_tokenizer(files: list[Path], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+def _read(archive: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    stream = archive.extractfile(member)
+    assert stream is not None  # a regular file has contents
+    return stream.read().decode("utf-8", errors="replace")
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
     """A byte-level BPE (GPT-2 splitting, digits one by one) with DeepSeek's chat markers
     first (BOS is id 0, EOS id 1) and kept whole."""
     tokenizer = Tokenizer(models.BPE())
@@ -202,15 +203,15 @@ def train_tokenizer(files: list[Path], vocab_size: int = VOCAB_SIZE) -> Tokenize
         special_tokens=list(DEEPSEEK_SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tokenizer.train_from_iterator((f.read_text(errors="replace") for f in files), trainer)
+    tokenizer.train_from_iterator(texts, trainer)
     return tokenizer
 
 
 def build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
     """Write config.json, model.safetensors, tokenizer.json and tokenizer_config.json into the
     existing folder `into`; returns what the manifest records about them."""
-    files = corpus_files()
-    tokenizer = train_tokenizer(files)
+    texts = corpus_texts()
+    tokenizer = train_tokenizer(texts)
     bos, eos = tokenizer.token_to_id(DEEPSEEK_BOS), tokenizer.token_to_id(DEEPSEEK_EOS)
     config = TINY_MOE_CONFIG | {
         "vocab_size": tokenizer.get_vocab_size(),
@@ -236,10 +237,10 @@ def build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
         )
         + "\n"
     )
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.read_bytes())
     return {
         "parameters": sum(t.numel() for t in weights.values()),
-        "tokenizer_corpus": {"files": len(files), "sha256": digest.hexdigest()},
+        "tokenizer_corpus": {
+            "files": len(texts),
+            "sha256": hashlib.sha256(CORPUS.read_bytes()).hexdigest(),
+        },
     }

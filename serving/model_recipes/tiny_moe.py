@@ -12,8 +12,9 @@ DeepSeek-V3 itself.
 
 Its tokenizer is a byte-level BPE trained (offline, seconds) on a snapshot of opencomposer's
 own Python sources shipped beside this file, with DeepSeek's chat markers as special tokens:
-the model speaks the built-in `deepseek_v3` chat format. A small vocabulary keeps the embedding and LM head (which would
-dominate a 49k-vocabulary model of this width) proportionate to the body.
+the model speaks the built-in `deepseek_v3` chat format. A small vocabulary keeps the
+embedding and LM head (which would dominate a 49k-vocabulary model of this width)
+proportionate to the body.
 """
 
 import hashlib

@@ -71,7 +71,9 @@ async def run_rollouts(
 
 async def run_rollout(runtime: AgentRuntime, spec: RolloutSpec) -> RolloutResult:
     result = RolloutResult(spec)
-    prompt = [TextInput(text=spec.prompt)] if isinstance(spec.prompt, str) else list(spec.prompt)
+    prompt: list[UserInput] = (
+        [TextInput(text=spec.prompt)] if isinstance(spec.prompt, str) else list(spec.prompt)
+    )
     try:
         session = await runtime.start_thread(
             spec.workspace,

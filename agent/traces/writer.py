@@ -114,27 +114,47 @@ class BatchWriter:
                         loop.call_soon_threadsafe(call)
 
     def _commit(self, batch: list[_Queued]) -> list[TraceStoreError | None]:
-        """Run the batch in one transaction, each write under a savepoint of its own."""
-        failures: list[TraceStoreError | None] = []
+        """Run the batch in one transaction. Should a write fail, the batch is run again with
+        each write under a savepoint of its own, so that only the failing ones are undone (a
+        savepoint per write always would cost two statements per event)."""
+        writes = [write for write, *_ in batch]
         with self.lock:
             try:
-                self._db.execute("BEGIN")
-                for write, *_ in batch:
-                    self._db.execute("SAVEPOINT write")
-                    try:
-                        write(self._db)
-                    except Exception as exc:  # whatever it was, this write did not happen
-                        self._db.execute("ROLLBACK TO write")
-                        failures.append(_failure(exc))
-                    else:
-                        failures.append(None)
-                    self._db.execute("RELEASE write")
-                self._db.commit()
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.rollback()
+                try:
+                    return self._transaction(writes, isolated=False)
+                except _WriteFailed:
+                    return self._transaction(writes, isolated=True)
+            except sqlite3.Error as exc:  # the transaction itself (disk full, I/O)
                 return [_failure(exc)] * len(batch)
+
+    def _transaction(self, writes: list[Write], *, isolated: bool) -> list[TraceStoreError | None]:
+        failures: list[TraceStoreError | None] = []
+        try:
+            self._db.execute("BEGIN")
+            for write in writes:
+                if isolated:
+                    self._db.execute("SAVEPOINT write")
+                try:
+                    write(self._db)
+                except Exception as exc:  # whatever it was, this write did not happen
+                    if not isolated:
+                        raise _WriteFailed from exc
+                    self._db.execute("ROLLBACK TO write")
+                    failures.append(_failure(exc))
+                else:
+                    failures.append(None)
+                if isolated:
+                    self._db.execute("RELEASE write")
+            self._db.commit()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.rollback()
+            raise
         return failures
+
+
+class _WriteFailed(Exception):
+    """A write of a batch run without savepoints failed: run it again with them."""
 
 
 def _log_failure(failure: TraceStoreError) -> None:

@@ -182,12 +182,16 @@ class SQLiteTraceStore:
 
     def _append(self, db: sqlite3.Connection, event: Event) -> None:
         """Store one event and the state it changes, inside a transaction the caller holds."""
+        plain = event.model_dump_json()
+        payload = self.redactor.redact(plain)
         db.execute(
             "INSERT INTO events VALUES (?, ?, ?, ?)",
-            (event.thread_id, event.seq, event.type, self._model_json(event)),
+            (event.thread_id, event.seq, event.type, payload),
         )
         if isinstance(event, ItemStartedEvent | ItemCompletedEvent):
             item = event.item
+            # The item is inside the event: with nothing to mask there, nothing in it either.
+            item_json = self._model_json(item) if payload != plain else item.model_dump_json()
             db.execute(
                 "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, id) "
                 "DO UPDATE SET status = excluded.status, payload = excluded.payload",
@@ -198,7 +202,7 @@ class SQLiteTraceStore:
                     event.seq,
                     item.type,
                     item.status,
-                    self._model_json(item),
+                    item_json,
                 ),
             )
         elif isinstance(event, TurnStartedEvent | TurnCompletedEvent):

@@ -135,8 +135,10 @@ class GenerationRequest(_Wire):
     """A raw or fill-in-the-middle prompt instead of a conversation (completions)."""
 
     tools: list[ToolSpec] = Field(default_factory=list)
-    tool_choice: Literal["auto", "none", "required"] | str = "auto"
-    """`auto`, `none`, `required`, or the name of the one tool the model must call."""
+    tool_choice: Literal["auto", "none", "required"] | str | None = None
+    """`auto`, `none`, `required`, or the name of the one tool the model must call; None is
+    the engine's default (auto), and is not sent upstream (some servers read a missing
+    choice as `none`, others an explicit one as a request to constrain)."""
 
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     capture: Capture = Field(default_factory=Capture)

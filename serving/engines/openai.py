@@ -168,7 +168,8 @@ class OpenAIEngine:
             body["messages"] = [m.to_openai() for m in request.messages]
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
-            choice = request.tool_choice
+        choice = request.tool_choice
+        if choice is not None:  # only what the caller chose: a default is the upstream's own
             body["tool_choice"] = (
                 choice
                 if choice in ("auto", "none", "required")

@@ -17,6 +17,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import SecretStr
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import opencomposer
 from opencomposer.agent.protocol.schema import protocol_schema
@@ -26,6 +27,7 @@ from opencomposer.serving.engines.base import Engine
 from opencomposer.serving.http import agent_api, completions_api, model_api
 from opencomposer.serving.http.auth import RequireToken
 from opencomposer.serving.http.content_type import JsonBodies
+from opencomposer.serving.http.errors import error_body
 from opencomposer.serving.http.limits import BodyLimit
 from opencomposer.serving.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from opencomposer.serving.http.metrics import (
@@ -172,6 +174,19 @@ def create_app(
     @app.get("/metrics")
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def routing_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """No such route (404) or method (405): in the shape of the API the path belongs to,
+        not FastAPI's `{"detail": ...}` that no client of either reads."""
+        path = request.url.path
+        kind, message = {
+            404: ("not_found", f"no route {request.method} {path}"),
+            405: ("method_not_allowed", f"{request.method} is not allowed on {path}"),
+        }.get(exc.status_code, ("http_error", str(exc.detail)))
+        return JSONResponse(
+            error_body(path, kind, message), status_code=exc.status_code, headers=exc.headers
+        )
 
     # The last one added runs first.
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)

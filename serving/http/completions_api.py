@@ -26,7 +26,6 @@ from opencomposer.serving.http.errors import translating_route
 from opencomposer.serving.http.model_api import (
     INT64,
     Envelope,
-    OpenAIBody,
     OpenAIError,
     State,
     StreamOptions,
@@ -36,6 +35,11 @@ from opencomposer.serving.http.model_api import (
     usage_json,
     validation_error,
 )
+from opencomposer.serving.http.openai_arguments import (
+    OPENAI_DEFAULT_TEMPERATURE,
+    PENALTIES_OFF,
+    OpenAIRequest,
+)
 
 router = APIRouter(route_class=translating_route(openai_error_response))
 
@@ -43,8 +47,11 @@ OPENAI_DEFAULT_MAX_TOKENS = 16
 """OpenAI's default for this endpoint; clients that rely on it expect short answers."""
 
 
-class CompletionRequest(OpenAIBody):
-    model: str | None = None
+class CompletionRequest(OpenAIRequest):
+    DESCRIPTIVE = frozenset({"user"})
+    OFF = PENALTIES_OFF
+
+    model: str
     prompt: str | list[str]
     suffix: str | None = None
     max_tokens: int = Field(default=OPENAI_DEFAULT_MAX_TOKENS, ge=1, le=INT64)
@@ -85,7 +92,9 @@ class CompletionRequest(OpenAIBody):
         return GenerationRequest(
             prompt=TextPrompt(prefix=self.prompt_text, suffix=self.suffix),
             sampling=SamplingParams(
-                temperature=self.temperature,
+                temperature=OPENAI_DEFAULT_TEMPERATURE
+                if self.temperature is None
+                else self.temperature,
                 top_p=self.top_p,
                 max_tokens=self.max_tokens,
                 stop=stop,

@@ -17,13 +17,21 @@ from starlette.types import Send
 Translate = Callable[[Exception], Response | None]
 """An exception -> the response to send, or None to let it propagate."""
 
-OPENAI_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models")
-"""The routes OpenAI clients call: their errors have OpenAI's shape, which the SDKs read."""
+AGENT_PREFIXES = ("/v1/threads", "/v1/traces", "/v1/protocol", "/v1/doctor")
+"""The agent API's routes: their errors have the protocol's shape. Everything else under
+`/v1/` is OpenAI's namespace (the model routes, and any path an OpenAI client may try), whose
+errors have OpenAI's shape, which the SDKs read."""
+
+
+def openai_path(path: str) -> bool:
+    return path.startswith("/v1/") and not any(
+        path == prefix or path.startswith(prefix + "/") for prefix in AGENT_PREFIXES
+    )
 
 
 def error_body(path: str, kind: str, message: str) -> dict:
     """An error in the shape the clients of `path` read."""
-    if path in OPENAI_PATHS or path.startswith("/v1/models/"):
+    if openai_path(path):
         return {
             "error": {
                 "message": message,

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal, Protocol
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.session import SessionError
@@ -51,6 +52,12 @@ from opencomposer.serving.engines.errors import (
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
 from opencomposer.serving.http.errors import describe, translating_route, validation_problems
+from opencomposer.serving.http.openai_arguments import (
+    OPENAI_DEFAULT_TEMPERATURE,
+    PENALTIES_OFF,
+    OpenAIBody,
+    OpenAIRequest,
+)
 from opencomposer.serving.http.state import ServerState, server_state
 
 
@@ -119,11 +126,6 @@ deep in an engine (torch refuses a seed past 64 bits, SQLite an integer)."""
 # --------------------------------------------------------------------------- request shape
 
 
-class OpenAIBody(BaseModel):
-    # Fields OpenAI defines that change nothing here (user, metadata, store, ...) are ignored.
-    model_config = ConfigDict(extra="ignore")
-
-
 class TextPart(OpenAIBody):
     type: Literal["text"]
     text: str
@@ -190,8 +192,23 @@ class StreamOptions(OpenAIBody):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(OpenAIBody):
-    model: str | None = None
+class ChatCompletionRequest(OpenAIRequest):
+    DESCRIPTIVE = frozenset(
+        {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
+    )
+    OFF = PENALTIES_OFF | {
+        "response_format": (None, {"type": "text"}),
+        "modalities": (None, ["text"]),
+        "audio": (None,),
+        "prediction": (None,),
+        "web_search_options": (None,),
+        "reasoning_effort": (None,),
+        "verbosity": (None,),
+        "functions": (None, []),
+        "function_call": (None, "none"),
+    }
+
+    model: str
     messages: list[MessageIn] = Field(min_length=1)
     tools: list[ToolIn] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
@@ -215,6 +232,22 @@ class ChatCompletionRequest(OpenAIBody):
             raise ValueError("only n=1 is supported: send one request per choice")
         return n
 
+    @model_validator(mode="after")
+    def _tool_choice_names_a_tool(self) -> "ChatCompletionRequest":
+        choice = self.tool_choice
+        names = [tool.function.name for tool in self.tools or []]
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise PydanticCustomError(
+                "unknown_tool",
+                "tool_choice names the function {name!r}, which is not among the tools ({tools})",
+                {"name": choice.function.name, "tools": ", ".join(names) or "none given"},
+            )
+        if (choice == "required" or isinstance(choice, NamedToolChoice)) and not names:
+            raise PydanticCustomError(
+                "no_tools", "tool_choice is only allowed when tools are specified", {}
+            )
+        return self
+
     def to_generation(self) -> GenerationRequest:
         stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
         choice = self.tool_choice
@@ -228,11 +261,11 @@ class ChatCompletionRequest(OpenAIBody):
                 )
                 for t in self.tools or []
             ],
-            tool_choice=choice.function.name
-            if isinstance(choice, NamedToolChoice)
-            else choice or "auto",
+            tool_choice=choice.function.name if isinstance(choice, NamedToolChoice) else choice,
             sampling=SamplingParams(
-                temperature=self.temperature,
+                temperature=OPENAI_DEFAULT_TEMPERATURE
+                if self.temperature is None
+                else self.temperature,
                 top_p=self.top_p,
                 max_tokens=self.max_completion_tokens or self.max_tokens,
                 stop=stop,

@@ -198,6 +198,14 @@ class EmbeddedEngine:
             capture_experts=request.capture.routed_experts,
             draft_tokens=loaded.draft_tokens,
         )
+        if request.tool_choice not in (None, "auto", "none"):
+            # Honouring it takes constrained decoding, which this engine does not have yet;
+            # answering in text instead would pass for having obeyed.
+            raise EngineRequestError(
+                f"tool_choice {request.tool_choice!r} needs constrained decoding, which the "
+                "embedded engine does not do yet: send auto or none, or serve through the "
+                "sglang or openai backend"
+            )
         tools = request.prompt is None and request.tool_choice != "none"
         text = TextAssembler(
             loaded.tokenizer,

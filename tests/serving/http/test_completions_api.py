@@ -83,7 +83,9 @@ async def test_stream_sends_text_pieces_finish_usage_then_done(tmp_path: Path):
         )
         chunks = [chunk async for chunk in stream]
         with httpx.stream(
-            "POST", f"{url}/v1/completions", json={"prompt": "x", "stream": True}
+            "POST",
+            f"{url}/v1/completions",
+            json={"model": "scripted-model", "prompt": "x", "stream": True},
         ) as raw:
             payloads = [
                 line.removeprefix("data: ")
@@ -119,14 +121,15 @@ def test_logprobs_name_token_ids(tmp_path: Path):
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"prompt": "x", "n": 2}, "n"),
-        ({"prompt": "x", "best_of": 3}, "best_of"),
-        ({"prompt": ["a", "b"]}, "prompt"),
-        ({"prompt": [1, 2, 3]}, "prompt"),
-        ({}, "prompt"),
-        ({"prompt": "x", "logprobs": 6}, "logprobs"),
-        ({"prompt": "x", "suffix": "y", "echo": True}, "echo"),
-        ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ({"model": "scripted-model", "prompt": "x", "n": 2}, "n"),
+        ({"model": "scripted-model", "prompt": "x", "best_of": 3}, "best_of"),
+        ({"model": "scripted-model", "prompt": ["a", "b"]}, "prompt"),
+        ({"model": "scripted-model", "prompt": [1, 2, 3]}, "prompt"),
+        ({"model": "scripted-model"}, "prompt"),
+        ({"model": "scripted-model", "prompt": "x", "logprobs": 6}, "logprobs"),
+        ({"model": "scripted-model", "prompt": "x", "suffix": "y", "echo": True}, "echo"),
+        ({"model": "scripted-model", "prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ({"prompt": "x"}, "model"),
     ],
 )
 def test_bad_requests_are_openai_400s_and_never_reach_the_engine(tmp_path: Path, body, param):

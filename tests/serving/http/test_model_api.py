@@ -261,10 +261,14 @@ def test_n_above_one_is_a_bad_request(serve):
     ("body", "param"),
     [
         (b'{"messages": [', None),
-        (b'{"messages": "hello"}', "messages"),
-        (b'{"messages": [{"role": "robot", "content": "x"}]}', "messages.0.role"),
-        (b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', "temperature"),
-        (b'{"messages": []}', "messages"),
+        (b'{"model": "m", "messages": "hello"}', "messages"),
+        (b'{"model": "m", "messages": [{"role": "robot", "content": "x"}]}', "messages.0.role"),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}',
+            "temperature",
+        ),
+        (b'{"model": "m", "messages": []}', "messages"),
+        (b'{"messages": [{"role": "user", "content": "x"}]}', "model"),
     ],
 )
 def test_invalid_requests_get_openai_errors(serve, body: bytes, param: str | None):
@@ -314,7 +318,8 @@ def test_engine_errors_map_to_statuses(
 ):
     with serve(ScriptedEngine([Reply(error=error)])) as url:
         response = httpx.post(
-            f"{url}/v1/chat/completions", json={"messages": HELLO, "stream": stream}
+            f"{url}/v1/chat/completions",
+            json={"model": "scripted-model", "messages": HELLO, "stream": stream},
         )
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
@@ -325,7 +330,9 @@ def test_failure_after_streaming_started_is_a_final_error_event(serve):
     reply = Reply(text="partial answer", error=EngineServerError("died"), fail_after=2)
     with serve(ScriptedEngine([reply, reply])) as url:
         with httpx.stream(
-            "POST", f"{url}/v1/chat/completions", json={"messages": HELLO, "stream": True}
+            "POST",
+            f"{url}/v1/chat/completions",
+            json={"model": "scripted-model", "messages": HELLO, "stream": True},
         ) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")
@@ -345,7 +352,9 @@ def test_client_disconnect_mid_stream_closes_the_engine_stream(serve):
     engine = ScriptedEngine([Reply(text="never finishes", hang_after=2)])
     with serve(engine) as url:
         with httpx.stream(
-            "POST", f"{url}/v1/chat/completions", json={"messages": HELLO, "stream": True}
+            "POST",
+            f"{url}/v1/chat/completions",
+            json={"model": "scripted-model", "messages": HELLO, "stream": True},
         ) as response:
             lines = response.iter_lines()
             while not next(lines).startswith('data: {"id"'):

@@ -1,0 +1,191 @@
+"""What the OpenAI surface accepts either works as OpenAI documents it or is refused in OpenAI's
+error shape, never silently ignored: unknown and unsupported arguments, a missing model,
+OpenAI's default temperature, tool choices that cannot hold, and routes and methods that do not
+exist (in the shape of the API their path belongs to). Driven with the official `openai`
+client and raw HTTP against a live server."""
+
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from support.live_server import live_server
+from support.scripted_engine import Reply, ScriptedEngine
+
+from opencomposer.config import EngineSettings
+from opencomposer.serving.engines.embedded.service import EmbeddedEngine
+from opencomposer.serving.model_store import init
+
+HELLO = [{"role": "user", "content": "hello"}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
+MODEL = "scripted-model"
+
+
+def sdk(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    engine = ScriptedEngine([Reply(text="hi")] * 20)
+    with live_server(engine, tmp_path / "home") as url:
+        yield url, engine
+
+
+def openai_error(response: httpx.Response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    return body["error"]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"frobnicate": 1},
+        {"temprature": 0.5},  # a typo is the common case: it must not pass for the default
+        {"frequency_penalty": 0.5},
+        {"presence_penalty": -1},
+        {"logit_bias": {"42": 10}},
+        {"response_format": {"type": "json_object"}},
+        {"reasoning_effort": "high"},
+        {"modalities": ["text", "audio"]},
+    ],
+)
+def test_arguments_not_honoured_are_refused(server, arguments: dict) -> None:
+    url, engine = server
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk(url).chat.completions.create(model=MODEL, messages=HELLO, extra_body=arguments)
+    (name,) = arguments
+    assert refused.value.status_code == 400
+    assert name in refused.value.message
+    assert engine.requests == []
+
+
+def test_an_unknown_argument_gets_openais_message(server) -> None:
+    url, _ = server
+    response = httpx.post(
+        f"{url}/v1/completions", json={"model": MODEL, "prompt": "x", "best_off": 2}
+    )
+    assert response.status_code == 400
+    assert openai_error(response)["message"] == "Unrecognized request argument supplied: best_off"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"user": "u-1", "metadata": {"run": "7"}, "store": False, "service_tier": "auto"},
+        {"frequency_penalty": 0, "presence_penalty": 0.0, "logit_bias": {}},
+        {"response_format": {"type": "text"}, "modalities": ["text"]},
+    ],
+)
+def test_arguments_that_change_nothing_or_are_off_are_accepted(server, arguments: dict) -> None:
+    url, engine = server
+    done = sdk(url).chat.completions.create(model=MODEL, messages=HELLO, extra_body=arguments)
+    assert done.choices[0].message.content == "hi"
+    assert len(engine.requests) == 1
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_a_missing_model_is_a_400_naming_it(server, path: str) -> None:
+    url, engine = server
+    body = {"messages": HELLO} if "chat" in path else {"prompt": "x"}
+    response = httpx.post(f"{url}{path}", json=body)
+    assert response.status_code == 400
+    assert openai_error(response)["param"] == "model"
+    assert engine.requests == []
+
+
+def test_temperature_defaults_to_openais_one(server) -> None:
+    url, engine = server
+    client = sdk(url)
+    client.chat.completions.create(model=MODEL, messages=HELLO)
+    client.chat.completions.create(model=MODEL, messages=HELLO, temperature=0)
+    client.completions.create(model=MODEL, prompt="x")
+    temperatures = [request.sampling.temperature for request in engine.requests]
+    assert temperatures == [1.0, 0.0, 1.0]
+
+
+def test_tool_choices_that_cannot_hold_are_refused(server) -> None:
+    url, engine = server
+    client = sdk(url)
+    with pytest.raises(openai.BadRequestError, match="not among the tools"):
+        client.chat.completions.create(
+            model=MODEL,
+            messages=HELLO,
+            tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "delete_everything"}},
+        )
+    with pytest.raises(openai.BadRequestError, match="only allowed when tools"):
+        client.chat.completions.create(model=MODEL, messages=HELLO, tool_choice="required")
+    assert engine.requests == []
+    # A choice the engine can hold reaches it as sent; none sent stays unsent.
+    client.chat.completions.create(
+        model=MODEL,
+        messages=HELLO,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "read_file"}},
+    )
+    client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS)
+    assert [request.tool_choice for request in engine.requests] == ["read_file", None]
+
+
+def test_the_embedded_engine_refuses_a_forced_tool_call_it_cannot_enforce(
+    tmp_path: Path,
+) -> None:
+    models = tmp_path / "models"
+    init("tiny-moe", models)
+    settings = EngineSettings(
+        model="tiny-moe", device="cpu", kv_cache_tokens=1024, speculative="none"
+    )
+    with live_server(EmbeddedEngine(settings, models), tmp_path / "home") as url:
+        client = sdk(url)
+        for choice in ("required", {"type": "function", "function": {"name": "read_file"}}):
+            with pytest.raises(openai.BadRequestError, match="constrained decoding"):
+                client.chat.completions.create(
+                    model="tiny-moe", messages=HELLO, tools=TOOLS, tool_choice=choice
+                )
+        # `none` is honoured: the tools are not parsed out of the text, so no call comes back.
+        done = client.chat.completions.create(
+            model="tiny-moe", messages=HELLO, tools=TOOLS, tool_choice="none", max_tokens=8
+        )
+        assert done.choices[0].message.tool_calls is None
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "shape"),
+    [
+        ("GET", "/v1/nothing", 404, "openai"),
+        ("POST", "/v1/embeddings", 404, "openai"),
+        ("GET", "/v1/chat/completions", 405, "openai"),
+        ("DELETE", "/v1/models", 405, "openai"),
+        ("GET", "/v1/threads/thr_1/nothing", 404, "agent"),
+        ("PUT", "/v1/threads", 405, "agent"),
+        ("GET", "/nothing", 404, "agent"),
+    ],
+)
+def test_routes_and_methods_that_do_not_exist(server, method, path, status, shape) -> None:
+    url, _ = server
+    response = httpx.request(method, f"{url}{path}")
+    assert response.status_code == status
+    if shape == "openai":
+        error = openai_error(response)
+        assert error["type"] == "invalid_request_error" and path in error["message"]
+    else:
+        assert set(response.json()["error"]) == {"kind", "message"}
+        assert path in response.json()["error"]["message"]
+    if status == 405:
+        assert response.headers.get("allow")
+
+
+def test_the_sdk_reads_a_missing_route_as_not_found(server) -> None:
+    url, _ = server
+    with pytest.raises(openai.NotFoundError):
+        sdk(url).embeddings.create(model=MODEL, input="x")

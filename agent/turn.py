@@ -10,6 +10,7 @@ error the turn cannot recover from.
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
@@ -33,9 +34,14 @@ from opencomposer.agent.protocol.items import (
 )
 from opencomposer.agent.protocol.methods import ApprovalRequestResponse
 from opencomposer.agent.protocol.threads import StopReason, Turn, TurnLimits, TurnStatus
-from opencomposer.agent.repetition import WARNING, Repetition, RepetitionGuard
+from opencomposer.agent.repetition import (
+    WARNING,
+    Repetition,
+    RepetitionGuard,
+    TextLoopDetector,
+)
 from opencomposer.agent.summarizer import summarize_if_due
-from opencomposer.agent.tokens import ContextWindow
+from opencomposer.agent.tokens import CHARS_PER_TOKEN, ContextWindow
 from opencomposer.agent.tool_items import ToolCallPlan, completion, groups, plan_calls
 from opencomposer.agent.tools.errors import Denied
 from opencomposer.agent.tools.harness_protocol import Harness, HarnessUnavailable, PreparedCall
@@ -49,6 +55,7 @@ from opencomposer.serving.engines.base import (
     GenerationResult,
     ReasoningDelta,
     SamplingParams,
+    Usage,
 )
 from opencomposer.serving.engines.base import TextDelta as EngineText
 from opencomposer.serving.engines.errors import ContextLengthExceeded, EngineError
@@ -63,6 +70,8 @@ RETRY_BACKOFF = 1.0
 MIN_STEP_TOKENS = 64
 _INTERRUPTED = "\n[interrupted: the user stopped the turn]"
 _OUT_OF_TIME = "\n[interrupted: the turn ran out of wall time]"
+_STOP_REASONS = {"length": StopReason.max_step_tokens, "repetition": StopReason.repeated_text}
+"""How a final step that made no tool call ended the turn, by its finish reason."""
 Number = TypeVar("Number", int, float)
 
 
@@ -233,7 +242,7 @@ class ActiveTurn:
             if result.tool_calls:
                 await self.act(result)
             elif not self.has_steer:
-                raise TurnStopped(StopReason.answered)
+                raise TurnStopped(_STOP_REASONS.get(result.finish_reason, StopReason.answered))
 
     def _check_budget(self) -> None:
         if self.steps_taken >= self.budget.steps:
@@ -345,9 +354,17 @@ class ActiveTurn:
         text = text_item
         started, clock = datetime.now(UTC), time.perf_counter()
         result: GenerationResult | None = None
+        self._count_call()
+        streamed = 0  # characters, for an estimate of what a call cut short generated
+        loops = _LoopWatch(self.settings.repeated_text_chars)
         try:
             async with aclosing(self.engine.generate(request)) as stream:
                 async for event in stream:
+                    if isinstance(event, ReasoningDelta | EngineText):
+                        streamed += len(event.text)
+                        if loops.looping(event):
+                            result = loops.cut()
+                            break  # closing the stream stops the engine's generation
                     if isinstance(event, ReasoningDelta) and event.text:
                         if reasoning is None:
                             reasoning = log.add(
@@ -363,16 +380,24 @@ class ActiveTurn:
                     elif isinstance(event, Finished):
                         result = event.result
         except EngineError as exc:
+            if streamed:  # it ran before it failed
+                self._estimate(messages, streamed)
             self._record_call(self.turn.id, step, purpose, request, started, clock, error=exc)
             log.close_open(
                 ItemStatus.failed,
                 only=[i.id for i in (reasoning, text) if i is not None and i is not text_item],
             )
             raise
+        except asyncio.CancelledError:  # interrupted, or out of time: the engine had the prompt
+            self._estimate(messages, streamed)
+            raise
         if result is None:
             raise EngineError("the engine's stream ended without a result")
         self._record_call(self.turn.id, step, purpose, request, started, clock, result=result)
-        self._account(result)
+        if result.usage is None:
+            self._estimate(messages, len(result.text) + len(result.reasoning or ""))
+        else:
+            self._account(result.usage)
         self.window.observe(messages, result.usage)
         if reasoning is not None or result.reasoning:
             if reasoning is None:
@@ -384,20 +409,33 @@ class ActiveTurn:
             log.complete(text, text=result.text)
         return result
 
-    def _account(self, result: GenerationResult) -> None:
-        usage = result.usage
-        if usage is None:
-            return
-        total = self.turn.usage.model_copy(
-            update={
-                "prompt_tokens": self.turn.usage.prompt_tokens + usage.prompt_tokens,
-                "completion_tokens": self.turn.usage.completion_tokens + usage.completion_tokens,
-                "cached_prompt_tokens": self.turn.usage.cached_prompt_tokens + usage.cached_tokens,
-                "model_calls": self.turn.usage.model_calls + 1,
-            }
+    def _count_call(self) -> None:
+        """Every engine request counts, whether or not it finishes."""
+        self._add_usage(model_calls=1)
+
+    def _account(self, usage: Usage) -> None:
+        self._add_usage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_tokens,
+        )
+        self.tokens_spent += usage.prompt_tokens - usage.cached_tokens + usage.completion_tokens
+
+    def _estimate(self, messages: list[ChatMessage], generated_chars: int) -> None:
+        """What a call used when the engine did not say (it was cut short, or reports no
+        usage): the prompt as the window estimates it, the output from its length."""
+        prompt = self.window.estimate(messages)
+        completion = math.ceil(generated_chars / CHARS_PER_TOKEN)
+        self._add_usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True)
+        self.tokens_spent += prompt + completion
+
+    def _add_usage(self, *, estimated: bool = False, **added: int) -> None:
+        usage = self.turn.usage
+        total = usage.model_copy(
+            update={name: getattr(usage, name) + value for name, value in added.items()}
+            | {"estimated": usage.estimated or estimated}
         )
         self.turn = self.turn.model_copy(update={"usage": total})
-        self.tokens_spent += usage.prompt_tokens - usage.cached_tokens + usage.completion_tokens
 
     # ------------------------------------------------------------------ tool calls
 
@@ -479,3 +517,24 @@ class ActiveTurn:
             outcome.text += WARNING.format(count=self.repetition.count)
         self.log.complete(plan.item, **completion(plan.item, outcome, declined=plan.declined))
         return TurnStopped(StopReason.repetition) if verdict == Repetition.stop else None
+
+
+class _LoopWatch:
+    """A step's reasoning and text as they stream, each watched for a loop."""
+
+    def __init__(self, min_chars: int) -> None:
+        self.reasoning, self.text = TextLoopDetector(min_chars), TextLoopDetector(min_chars)
+        self._parts: dict[bool, list[str]] = {True: [], False: []}
+
+    def looping(self, event: ReasoningDelta | EngineText) -> bool:
+        reasoning = isinstance(event, ReasoningDelta)
+        self._parts[reasoning].append(event.text)
+        return (self.reasoning if reasoning else self.text).feed(event.text)
+
+    def cut(self) -> GenerationResult:
+        """The step as far as it streamed, ended as a loop."""
+        return GenerationResult(
+            text="".join(self._parts[False]),
+            reasoning="".join(self._parts[True]),
+            finish_reason="repetition",
+        )

@@ -221,6 +221,11 @@ class AgentSettings(Section):
     """Most tokens the model may generate in one step (capped by the room left in its
     context window)."""
 
+    repeated_text_chars: int = Field(default=600, ge=0)
+    """Characters of one piece of the model's output repeated over and over (at least four
+    times) that stop its step as a loop, with `stop_reason: repeated_text`; 0 turns the check
+    off. Exact repeats only: lists and tables of different values never count."""
+
     temperature: float | None = Field(default=None, ge=0)
     """Sampling temperature for agent steps; unset uses the engine's default."""
 

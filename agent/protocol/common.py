@@ -64,7 +64,11 @@ class TokenUsage(ProtocolModel):
     """Prompt tokens served from the engine's prefix cache."""
 
     model_calls: int = 0
-    """Number of engine requests made."""
+    """Number of engine requests made, whether or not they finished."""
+
+    estimated: bool = False
+    """Some of the tokens are estimated from text length: a call that was cut short
+    (interrupted, failed mid-stream) before the engine reported what it used."""
 
 
 class ActionClass(StrEnum):

@@ -82,18 +82,24 @@ class StopReason(StrEnum):
 
     - `answered`: The model gave a final answer.
     - `max_steps`: The step budget (model calls) ran out.
+    - `max_step_tokens`: The model's last step was cut at the step's token cap
+      (`agent.max_step_tokens`) before it finished its answer.
     - `max_tokens`: The token budget ran out.
     - `max_wall_time`: The wall-time budget ran out.
     - `repetition`: The same failing call kept repeating, so the loop was stopped.
+    - `repeated_text`: The model's output was one piece of text over and over
+      (`agent.repeated_text_chars`), so its step was cut and the turn stopped.
     - `interrupted`: A client interrupted the turn.
     - `error`: An unrecoverable error ended it.
     """
 
     answered = "answered"
     max_steps = "max_steps"
+    max_step_tokens = "max_step_tokens"
     max_tokens = "max_tokens"
     max_wall_time = "max_wall_time"
     repetition = "repetition"
+    repeated_text = "repeated_text"
     interrupted = "interrupted"
     error = "error"
 

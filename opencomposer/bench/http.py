@@ -124,7 +124,9 @@ async def chat_over_http(url: str, concurrency: int, total: int) -> tuple[float,
 
         async def one(client: int) -> float:
             started = time.perf_counter()
-            response = await http[client].post("/v1/chat/completions", json={"messages": PROMPT})
+            response = await http[client].post(
+                "/v1/chat/completions", json={"model": InstantEngine.MODEL, "messages": PROMPT}
+            )
             response.raise_for_status()
             if response.json()["choices"][0]["message"]["content"] != ANSWER:
                 raise RuntimeError(f"unexpected answer: {response.text}")

@@ -28,7 +28,9 @@ if TYPE_CHECKING:  # torch loads only with the embedded engine, never for a remo
 Weights: TypeAlias = "Mapping[str, Tensor] | Path"
 """New weights for `Engine.update_weights`: named tensors, or a safetensors file."""
 
-FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "repetition"]
+"""OpenAI's reasons, and `repetition`: set only by the agent, which cut a step whose output
+was stuck in a loop (engines never report it, so the OpenAI surface never shows it)."""
 
 
 class _Wire(BaseModel):

@@ -86,8 +86,10 @@ class InstantEngine(ReplayEngine):
     """A replay engine that never runs out: every generation is the same answer, streamed at
     once. Benchmarks use it to take the model out of what they measure."""
 
+    MODEL = "instant"
+
     def __init__(self, answer: str) -> None:
-        super().__init__([GenerationResult(text=answer)], model="instant")
+        super().__init__([GenerationResult(text=answer)], model=self.MODEL)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         self._next = 0

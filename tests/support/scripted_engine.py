@@ -13,6 +13,7 @@ from typing import Any
 
 from opencomposer.serving.engines.base import (
     EngineEvent,
+    FinishReason,
     GenerationRequest,
     GenerationResult,
     ModelInfo,
@@ -33,6 +34,12 @@ class Reply:
 
     usage: tuple[int, int] | None = None
     """(prompt, completion) tokens to report; by default the prompt's length / 3."""
+
+    reports_usage: bool = True
+    """False: the result carries no usage, as from an upstream that sends none."""
+
+    finish_reason: FinishReason | None = None
+    """How the engine says the reply ended; by default `tool_calls` or `stop`."""
 
     error: EngineError | None = None
     fail_after: int | None = None
@@ -88,8 +95,8 @@ class ScriptedEngine:
             text=reply.text,
             reasoning=reply.reasoning,
             tool_calls=calls,
-            finish_reason="tool_calls" if calls else "stop",
-            usage=usage,
+            finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),
+            usage=usage if reply.reports_usage else None,
             model="scripted-model",
             tokens=_character_tokens(request, reply.text) if self.tokens else None,
         )

@@ -30,6 +30,7 @@ def serve(
     # Imported here: the web stack is a third of the CLI's start-up and only `serve` needs it.
     import uvicorn
 
+    from opencomposer.serving.http.agent_chat import AGENT_MODEL
     from opencomposer.serving.http.app import ENDPOINTS, create_app
     from opencomposer.serving.http.auth import TOKEN_FILE, TokenError, server_token
     from opencomposer.serving.http.origin import WILDCARDS, is_loopback
@@ -76,13 +77,15 @@ def serve(
     for path, what in ENDPOINTS.items():
         out.print(f"  {url}{path}  {what}")
     engine_settings = settings.engine
-    served = (
-        f"{engine_settings.backend} engine, model {engine_settings.model or DEFAULT_CHAT_MODEL}"
+    model = (
+        f"{engine_settings.model or DEFAULT_CHAT_MODEL} (embedded engine)"
         if engine_settings.backend == "embedded"
-        else f"{engine_settings.backend} engine"
+        else f"the {engine_settings.backend} engine's models"
     )
+    # The agent is served as a model too: an OpenAI client that chats with it runs turns.
+    served = f"{model} and {AGENT_MODEL} (the agent)"
     if token is None:
-        out.print(f"Model: {served}. OpenAI clients: base_url={url}/v1")
+        out.print(f"Models: {served}. OpenAI clients: base_url={url}/v1")
         err.print(
             '[yellow]server.auth = "none": any program on this machine can drive the '
             "agent as you.[/]"
@@ -90,7 +93,7 @@ def serve(
     else:  # soft_wrap: a line that carries the token is never broken, so it copies whole
         out.print(f"Web page: {url}/?token={token}", soft_wrap=True)
         out.print(
-            f"Model: {served}. OpenAI clients: base_url={url}/v1, api_key={token}", soft_wrap=True
+            f"Models: {served}. OpenAI clients: base_url={url}/v1, api_key={token}", soft_wrap=True
         )
         kept = "your server.token" if server.token else f"kept in {settings.home / TOKEN_FILE}"
         out.print(f"Other clients send 'Authorization: Bearer <token>' ({kept}).")

@@ -290,6 +290,10 @@ class ModelInfo:
 
     owned_by: str | None = None
 
+    fills_middle: bool | None = None
+    """Whether a `TextPrompt` suffix is honoured (the model has FIM tokens); None when the
+    backend cannot tell (a remote server decides for itself)."""
+
 
 class Engine(Protocol):
     """A model backend. Implementations: `openai` (any OpenAI-compatible server)."""

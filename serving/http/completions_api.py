@@ -115,6 +115,8 @@ async def completions(body: CompletionRequest, state: State) -> Response:
             code="model_not_supported",
         )
     model = await resolve_model(state, body.model)
+    if body.suffix is not None:
+        await _check_fills_middle(state, model)
     try:
         generation = body.to_generation()
     except ValidationError as exc:
@@ -125,6 +127,24 @@ async def completions(body: CompletionRequest, state: State) -> Response:
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     return await respond(
         state.engine, generation, reply, stream=body.stream, include_usage=include_usage
+    )
+
+
+async def _check_fills_middle(state: State, model: str) -> None:
+    """A suffix the model cannot use is refused: continuing the prefix alone would answer as
+    if the suffix had been read. Backends that cannot tell pass the suffix on."""
+    served = await state.models()
+    if next((m.fills_middle for m in served if m.id == model), None) is not False:
+        return
+    others = [m.id for m in served if m.fills_middle]
+    raise OpenAIError(
+        400,
+        f"{model} has no fill-in-the-middle tokens, so it cannot honour suffix: leave suffix "
+        "out, or serve a model that has them ("
+        + ", ".join([*others, "tiny-moe (`opencomposer models init tiny-moe`)"])
+        + ", or a checkpoint with StarCoder, Qwen2.5-Coder or DeepSeek-Coder FIM tokens)",
+        param="suffix",
+        code="fim_not_supported",
     )
 
 

@@ -300,6 +300,9 @@ async def list_models(state: State) -> JSONResponse:
             # `max_model_len` too: vLLM's name, which OpenAI-compatible clients already read.
             entry |= {"context_window": info.context_window, "max_model_len": info.context_window}
         data.append(entry)
+    # The agent answers chat completions as a model does, so clients that pick from this list
+    # can find it (it has no window of its own: it summarizes its thread as it fills).
+    data.append({"id": AGENT_MODEL, "object": "model", "created": 0, "owned_by": "opencomposer"})
     return JSONResponse({"object": "list", "data": data})
 
 

@@ -60,6 +60,8 @@ def call(name: str, **arguments: Any) -> tuple[str, Any]:
 class ScriptedEngine:
     replies: list[Reply]
     context_window: int | None = 32_768
+    fills_middle: bool | None = None
+    """What `models()` says of FIM (None: cannot tell, as a remote backend)."""
     name: str = "scripted"
     requests: list[GenerationRequest] = field(default_factory=list)
     closed_mid_stream: int = 0
@@ -70,7 +72,13 @@ class ScriptedEngine:
     _next: int = 0
 
     async def models(self) -> list[ModelInfo]:
-        return [ModelInfo(id="scripted-model", context_window=self.context_window)]
+        return [
+            ModelInfo(
+                id="scripted-model",
+                context_window=self.context_window,
+                fills_middle=self.fills_middle,
+            )
+        ]
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
         self.requests.append(request)

@@ -6,7 +6,9 @@ vocabulary rather than configured. The sentinels are placed as token ids around 
 encoded text, as the models were trained, and the text is encoded with special tokens read as
 plain characters, so a file that happens to contain a sentinel's spelling cannot move the
 hole. A model with no FIM sentinels (SmolLM2's tokenizer has none) continues the prefix, which
-is still a useful completion at the end of a line; the caller trims what repeats the suffix.
+is still a useful completion at the end of a line: the LSP completer uses that fallback and
+trims what repeats the suffix, while `/v1/completions` refuses a `suffix` such a model cannot
+honour (`ModelInfo.fills_middle`).
 """
 
 from collections.abc import Collection, Iterable
@@ -45,6 +47,17 @@ END_OF_TEXT = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<｜end▁o
 which raw text never prints; the end of a document is what ends a continuation."""
 
 
+def find_fim(tokenizer: Tokenizer) -> tuple[FimFormat, tuple[int, int, int]] | None:
+    """The FIM format whose three sentinels are all in the vocabulary, with their ids (prefix,
+    suffix, middle); None for a model that was never taught to fill the middle."""
+    token_id = tokenizer.token_to_id
+    for fim in FIM_FORMATS:
+        prefix, suffix, middle = token_id(fim.prefix), token_id(fim.suffix), token_id(fim.middle)
+        if prefix is not None and suffix is not None and middle is not None:
+            return fim, (prefix, suffix, middle)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedPrompt:
     token_ids: list[int]
@@ -60,13 +73,10 @@ class TextPrompts:
         # a raw prompt is text through and through.
         self._text = Tokenizer.from_str(tokenizer.to_str())
         self._text.encode_special_tokens = True
-        self.fim: FimFormat | None = None
-        self._sentinels: tuple[int, int, int] | None = None
+        found = find_fim(tokenizer)
+        self.fim: FimFormat | None = found[0] if found else None
+        self._sentinels: tuple[int, int, int] | None = found[1] if found else None
         """The ids of `fim`'s prefix, suffix and middle tokens."""
-        for fim in FIM_FORMATS:
-            if (ids := self._sentinel_ids(fim)) is not None:
-                self.fim, self._sentinels = fim, ids
-                break
         self.stop_ids = frozenset(chat_stop_ids) | self._ids(END_OF_TEXT)
         self._fim_stop_ids = self._ids(self.fim.stops if self.fim else ())
 
@@ -74,14 +84,6 @@ class TextPrompts:
         return frozenset(
             token for text in tokens if (token := self.tokenizer.token_to_id(text)) is not None
         )
-
-    def _sentinel_ids(self, fim: FimFormat) -> tuple[int, int, int] | None:
-        """The ids of the format's three sentinels, or None unless the vocabulary has all."""
-        token_id = self.tokenizer.token_to_id
-        prefix, suffix, middle = token_id(fim.prefix), token_id(fim.suffix), token_id(fim.middle)
-        if prefix is None or suffix is None or middle is None:
-            return None
-        return prefix, suffix, middle
 
     def encode(self, prompt: TextPrompt) -> EncodedPrompt:
         """Token ids of the prompt, and the tokens that end its completion."""

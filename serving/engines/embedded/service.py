@@ -43,7 +43,7 @@ from opencomposer.serving.engines.base import (
 )
 from opencomposer.serving.engines.embedded.chat_format import ChatFormat, chat_format_for
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
-from opencomposer.serving.engines.embedded.fim import TextPrompts
+from opencomposer.serving.engines.embedded.fim import TextPrompts, find_fim
 from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 from opencomposer.serving.engines.embedded.worker import EngineWorker, Progress, WorkerClosed
@@ -149,6 +149,7 @@ class EmbeddedEngine:
         self.models_dir = models_dir
         self._loaded: _Loaded | None = None
         self._loading = asyncio.Lock()
+        self._fim_by_folder: dict[Path, bool] = {}
 
     async def models(self) -> list[ModelInfo]:
         """The served model, from its config alone (its weights load on first generation)."""
@@ -162,8 +163,16 @@ class EmbeddedEngine:
                 context_window=context_window(positions, self.settings)
                 if isinstance(positions, int)
                 else None,
+                fills_middle=self._fills_middle(folder),
             )
         ]
+
+    def _fills_middle(self, folder: Path) -> bool:
+        """Read from the tokenizer once per model folder (the weights need not be loaded)."""
+        if folder not in self._fim_by_folder:
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            self._fim_by_folder[folder] = find_fim(tokenizer) is not None
+        return self._fim_by_folder[folder]
 
     async def _load(self) -> _Loaded:
         async with self._loading:

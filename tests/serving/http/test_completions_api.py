@@ -159,6 +159,33 @@ def test_agent_and_unknown_models_and_engine_errors(tmp_path: Path):
     assert too_long.value.body["code"] == "context_length_exceeded"
 
 
+def test_a_suffix_the_model_cannot_fill_is_refused_not_ignored(tmp_path: Path):
+    engine = ScriptedEngine([Reply(text="continued")], fills_middle=False)
+    with live_server(engine, tmp_path) as url:
+        sdk = client(url)
+        with pytest.raises(openai.BadRequestError) as refused:
+            sdk.completions.create(model="scripted-model", prompt=PREFIX, suffix=SUFFIX)
+        with pytest.raises(openai.BadRequestError) as empty:  # an empty suffix is a suffix
+            sdk.completions.create(model="scripted-model", prompt=PREFIX, suffix="")
+        # Without a suffix the same model continues the prompt.
+        plain = sdk.completions.create(model="scripted-model", prompt=PREFIX)
+    body = refused.value.body
+    assert (body["code"], body["param"]) == ("fim_not_supported", "suffix")
+    assert "scripted-model" in body["message"] and "tiny-moe" in body["message"]
+    assert empty.value.body["code"] == "fim_not_supported"
+    assert plain.choices[0].text == "continued"
+    assert not engine.requests[:-1]  # the refused requests never reached the engine
+
+
+@pytest.mark.parametrize("fills_middle", [True, None], ids=["fim-model", "remote-cannot-tell"])
+def test_a_suffix_reaches_an_engine_that_fills_or_cannot_tell(tmp_path: Path, fills_middle):
+    engine = ScriptedEngine([Reply(text="middle")], fills_middle=fills_middle)
+    with live_server(engine, tmp_path) as url:
+        done = client(url).completions.create(model="scripted-model", prompt=PREFIX, suffix=SUFFIX)
+    assert done.choices[0].text == "middle"
+    assert engine.requests[0].prompt == TextPrompt(prefix=PREFIX, suffix=SUFFIX)
+
+
 @pytest.fixture(scope="module")
 def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("models")

@@ -61,9 +61,11 @@ def sse_payloads(response: httpx.Response) -> list[str]:
 def test_lists_models_with_their_context_window(serve):
     with serve(ScriptedEngine([], context_window=4096)) as url:
         page = client(url).models.list()
-    assert [m.id for m in page.data] == ["scripted-model"]
-    assert page.data[0].object == "model"
+    # The agent is listed too: it answers chat completions as a model does.
+    assert [m.id for m in page.data] == ["scripted-model", "opencomposer-agent"]
+    assert [m.object for m in page.data] == ["model", "model"]
     assert page.data[0].model_extra["context_window"] == 4096
+    assert "context_window" not in page.data[1].model_extra
 
 
 def test_completion_returns_text_usage_and_the_model(serve):

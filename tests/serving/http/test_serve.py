@@ -31,6 +31,9 @@ class Served:
     page: str | None
     """The page URL printed, with its `?token=`."""
 
+    models: str
+    """What the banner says is served."""
+
     proc: subprocess.Popen
 
     def get(self, path: str, token: str | None = None, **headers: str) -> httpx.Response:
@@ -52,13 +55,17 @@ def serving(*args: str) -> Iterator[Served]:
         lines = [proc.stdout.readline()]
         match = re.search(r"serving at (http://\S+)", lines[0])
         assert match, lines[0] + proc.stderr.read()
-        while not lines[-1].startswith("Model:"):
+        while not lines[-1].startswith("Models:"):
             lines.append(proc.stdout.readline())
             assert lines[-1], "".join(lines)
         text = "".join(lines)
         token = re.search(r"api_key=(\S+)", text)
         page = re.search(r"Web page: (\S+)", text)
-        yield Served(match.group(1), token and token.group(1), page and page.group(1), proc)
+        models = re.search(r"Models: (.+?)\. OpenAI clients", text)
+        assert models, text
+        yield Served(
+            match.group(1), token and token.group(1), page and page.group(1), models.group(1), proc
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
@@ -71,6 +78,7 @@ def test_serves_health_schema_and_index_on_loopback_with_the_printed_token():
         assert served.get("/v1/protocol/schema").status_code == 401
         assert served.get("/v1/protocol/schema", served.token).json() == protocol_schema()
         assert served.page == f"{served.url}/?token={served.token}"
+        assert served.models == "smollm2-135m (embedded engine) and opencomposer-agent (the agent)"
         index = httpx.get(served.page, timeout=10).text  # the page opens from the printed URL
         assert "/v1/protocol/schema" in index and "/v1/chat/completions" in index
     assert served.proc.returncode == 130  # a graceful stop on Ctrl-C, with the shell's status

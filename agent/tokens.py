@@ -106,6 +106,21 @@ class ContextMeter:
         return self._anchor_tokens + estimate_tokens(messages[self._anchor_messages :])
 
 
+STEP_SHARE_OF_WINDOW = 4
+MAX_DERIVED_STEP_TOKENS = 8192
+"""The step cap when `agent.max_step_tokens` is unset: a quarter of the window, at most this."""
+
+
+def step_token_cap(window: int, configured: int | None) -> int:
+    """Most tokens one step may generate: the configured cap, else a quarter of the window
+    (at most `MAX_DERIVED_STEP_TOKENS`). One answer that fills the window leaves nothing for
+    the work after it, and on a small CPU model every token of a ramble is waited for:
+    SmolLM2's 8,192-token window gives 2,048."""
+    if configured is not None:
+        return configured
+    return min(MAX_DERIVED_STEP_TOKENS, window // STEP_SHARE_OF_WINDOW)
+
+
 @dataclass
 class ContextWindow:
     """The model's context as a thread's turns see it: its size, the size at which to summarize

@@ -41,7 +41,7 @@ from opencomposer.agent.repetition import (
     TextLoopDetector,
 )
 from opencomposer.agent.summarizer import summarize_if_due
-from opencomposer.agent.tokens import CHARS_PER_TOKEN, ContextWindow
+from opencomposer.agent.tokens import CHARS_PER_TOKEN, ContextWindow, step_token_cap
 from opencomposer.agent.tool_items import ToolCallPlan, completion, groups, plan_calls
 from opencomposer.agent.tools.errors import Denied
 from opencomposer.agent.tools.harness_protocol import Harness, HarnessUnavailable, PreparedCall
@@ -322,7 +322,7 @@ class ActiveTurn:
         if room < MIN_STEP_TOKENS:
             raise ContextLengthExceeded(f"only {room} tokens of context left for the answer")
         sampling = SamplingParams(
-            max_tokens=min(self.settings.max_step_tokens, room),
+            max_tokens=min(step_token_cap(self.window.size, self.settings.max_step_tokens), room),
             temperature=self.settings.temperature,
         )
         step = self.next_step()

@@ -217,11 +217,12 @@ class AgentSettings(Section):
     max_wall_time: float | None = Field(default=3600.0, gt=0)
     """Seconds one turn may run; unset means no limit."""
 
-    max_step_tokens: int = Field(default=8192, ge=16)
+    max_step_tokens: int | None = Field(default=None, ge=16)
     """Most tokens the model may generate in one step (capped by the room left in its
-    context window)."""
+    context window); unset means a quarter of the model's window, at most 8,192 (`doctor`
+    says what that is for the configured model)."""
 
-    repeated_text_chars: int = Field(default=600, ge=0)
+    repeated_text_chars: int = Field(default=400, ge=0)
     """Characters of one piece of the model's output repeated over and over (at least four
     times) that stop its step as a loop, with `stop_reason: repeated_text`; 0 turns the check
     off. Exact repeats only: lists and tables of different values never count."""

@@ -16,13 +16,16 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import opencomposer
 from opencomposer.agent.tools.sandbox import probe_bubblewrap
 from opencomposer.agent.tools.terminal.limits import ResourceLimits
 from opencomposer.config import ConfigError, LoadedSettings, Settings, load_settings
 from opencomposer.paths import find_program
+
+if TYPE_CHECKING:
+    from opencomposer.serving.engines.base import ModelInfo
 
 Status = Literal["ok", "warn", "missing", "error"]
 
@@ -244,8 +247,23 @@ async def check_engine(settings: Settings) -> Check:
         return Check("engine", "error", exc.message, f"chat and agent turns ({fix})")
     finally:
         await engine.aclose()
-    ids = ", ".join(m.id for m in models) or "no models"
-    return Check("engine", "ok", f"{where} serves {ids}")
+    served = ", ".join(_model_line(m, settings) for m in models) or "no models"
+    return Check("engine", "ok", f"{where} serves {served}")
+
+
+def _model_line(model: "ModelInfo", settings: Settings) -> str:
+    """A served model with the window agent turns will assume and the step cap it gives."""
+    from opencomposer.agent.session import DEFAULT_CONTEXT_WINDOW
+    from opencomposer.agent.tokens import step_token_cap
+
+    window = settings.agent.context_window or model.context_window
+    said = (
+        f"{window:,}-token window"
+        if window
+        else (f"window not reported, {DEFAULT_CONTEXT_WINDOW:,} tokens assumed")
+    )
+    cap = step_token_cap(window or DEFAULT_CONTEXT_WINDOW, settings.agent.max_step_tokens)
+    return f"{model.id} ({said}; agent steps stop at {cap:,} tokens)"
 
 
 def check_server_auth(settings: Settings) -> Check:

@@ -83,7 +83,8 @@ class StopReason(StrEnum):
     - `answered`: The model gave a final answer.
     - `max_steps`: The step budget (model calls) ran out.
     - `max_step_tokens`: The model's last step was cut at the step's token cap
-      (`agent.max_step_tokens`) before it finished its answer.
+      (`agent.max_step_tokens`, by default a quarter of the model's window) before it
+      finished its answer.
     - `max_tokens`: The token budget ran out.
     - `max_wall_time`: The wall-time budget ran out.
     - `repetition`: The same failing call kept repeating, so the loop was stopped.

@@ -7,7 +7,9 @@ Untrusted text placed inside markup still needs `rich.markup.escape`.
 """
 
 import json
-from typing import Any
+import os
+import sys
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -20,8 +22,20 @@ class SafeConsole(Console):
         return super().render_str(for_terminal(text), **options)
 
 
-out = SafeConsole(highlight=False)
-err = SafeConsole(stderr=True, highlight=False)
+PIPED_WIDTH = 1_000
+"""Columns assumed when writing to a pipe or file: rich would take 80, and break a table's
+paths and a long message in the middle where the reader (or grep) wants them whole."""
+
+
+def _width(stream: TextIO) -> int | None:
+    """None (rich measures the terminal, or honours COLUMNS) unless `stream` is not one."""
+    if "COLUMNS" in os.environ or stream.isatty():
+        return None
+    return PIPED_WIDTH
+
+
+out = SafeConsole(highlight=False, width=_width(sys.stdout))
+err = SafeConsole(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
 def print_json(data: Any) -> None:

@@ -30,6 +30,16 @@ async def test_a_step_cut_by_its_token_cap_ends_the_turn_with_its_own_reason(
     assert message(session).text == "The fix is to chan"
 
 
+@pytest.mark.parametrize(("window", "cap"), [(8_192, 2_048), (12_000, 3_000), (131_072, 8_192)])
+async def test_the_step_cap_is_a_quarter_of_the_window_unless_configured(
+    make_runtime, repo: Path, window: int, cap: int
+) -> None:
+    engine = ScriptedEngine([Reply(text="ok")], context_window=window)
+    session = await make_runtime(engine).start_thread(repo)
+    await session.run_turn(text("hi"))
+    assert engine.requests[0].sampling.max_tokens == cap
+
+
 # What small models loop on: one line, a few words, one character, a long paragraph.
 LOOPS = [
     "I will check the file.\n",

@@ -110,7 +110,12 @@ def test_doctor_json_reports_what_works_here():
         "engine",
     }
     assert data["healthy"] is True
-    assert checks["engine"]["status"] == "ok" and "fake-model" in checks["engine"]["detail"]
+    assert checks["engine"]["status"] == "ok"
+    # The window the agent will assume, and the step cap it derives from it (a quarter).
+    assert (
+        "fake-model (8,192-token window; agent steps stop at 2,048 tokens)"
+        in (checks["engine"]["detail"])
+    )
     assert checks["ripgrep"]["status"] == "ok"  # the ripgrep wheel is a dependency
     assert checks["local models"]["status"] == "missing"
     for check in checks.values():
@@ -141,6 +146,30 @@ def test_doctor_table_for_humans():
     ).stdout
     assert "sandbox" in out and "engine" in out
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in out
+
+
+def test_piped_tables_keep_each_row_on_one_line():
+    """Rich assumes 80 columns for a pipe; a row broken mid-path cannot be grepped."""
+    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
+    with ThreadedFakeOpenAI() as fake:
+        proc = subprocess.run(
+            [
+                CLI,
+                "doctor",
+                "-c",
+                "engine.backend=openai",
+                "-c",
+                f"engine.base_url={fake.base_url}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+    engine = next(line for line in proc.stdout.splitlines() if line.startswith("engine"))
+    assert f"openai backend at {fake.base_url} serves fake-model (8,192-token window;" in engine
+    data_folder = next(line for line in proc.stdout.splitlines() if line.startswith("data folder"))
+    assert "writable; SQLite" in data_folder  # the path before it was not broken either
 
 
 def test_engine_generate_streams_text_and_reports_stats():

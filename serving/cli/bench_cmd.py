@@ -109,17 +109,29 @@ def http(
     turns: Annotated[
         int, typer.Option(min=1, help="Agent turns per level (at least one per client).")
     ] = 200,
+    readme_turn: Annotated[
+        bool,
+        typer.Option(
+            help="Also time the README's turn with the default model (about a minute on a CPU; "
+            "pulls the model when it is missing)."
+        ),
+    ] = True,
     json: Json = False,
 ) -> None:
     """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
     turn's first SSE event, against an instant engine served from a process of its own, beside
-    the same engine in-process."""
+    the same engine in-process; and the README's turn with the default model, against its
+    one-minute goal."""
     from opencomposer.bench.http import run_http_bench  # the server loads only here
+    from opencomposer.bench.readme_turn import time_readme_turn
 
     with err.status("benchmarking the HTTP server"):
         rows, info = asyncio.run(
             run_http_bench(concurrency=concurrency, requests=requests, turns=turns)
         )
+    if readme_turn:
+        with err.status("timing the README's turn with the default model"):
+            rows.append(asyncio.run(time_readme_turn()))
     levels = ", ".join(str(level) for level in info["concurrency"])
     print_bench(
         rows,

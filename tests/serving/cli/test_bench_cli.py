@@ -127,6 +127,7 @@ def test_bench_http_reports_every_figure():
             "6",
             "--turns",
             "4",
+            "--no-readme-turn",  # a minute of the real model: tests/bench/test_readme_turn.py
             "--json",
         ],
         capture_output=True,

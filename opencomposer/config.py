@@ -68,6 +68,17 @@ class EngineSettings(Section):
     in Hugging Face layout, `smollm2-135m` when unset; for servers, the model id to request,
     the first one the server lists when unset."""
 
+    model_aliases: dict[str, str] = Field(default_factory=dict)
+    """For servers: names clients may use for a model, each mapped to the id the server
+    knows it by (llama.cpp names its model after the file it loaded), e.g.
+    `{ smollm2 = "/models/SmolLM2-135M-Instruct-Q8_0.gguf" }`. Aliases are listed by
+    `/v1/models` next to the server's own ids."""
+
+    context_window: int | None = Field(default=None, ge=256)
+    """For servers: the model's context window in tokens, used where the server does not
+    report one (vLLM and SGLang list it, llama.cpp's `/props` says it; llama-cpp-python and
+    hosted APIs do not)."""
+
     api_key: SecretStr | None = None
     """Bearer key for the upstream server. Never logged, never shown to the model."""
 

@@ -44,7 +44,7 @@ from opencomposer.serving.engines.errors import (
 from opencomposer.serving.engines.overflow import near_window, says_overflow
 from opencomposer.serving.engines.stream_assembly import ChatStreamAssembler
 from opencomposer.serving.engines.tool_text import FORMATS, ToolTextParser
-from opencomposer.serving.engines.upstream_window import props_window
+from opencomposer.serving.engines.upstream_window import PropsWindow
 from opencomposer.serving.engines.whole_reply import as_chunk
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,6 @@ class OpenAIEngine:
         self._windows: dict[str, int | None] = {}
         """Context window of each model listed (aliases included), from `models()`."""
 
-        self._props_window: int | None = None
-        self._props_asked = False
         api_key = settings.api_key.get_secret_value() if settings.api_key else "unused"
         self._client = openai.AsyncOpenAI(
             base_url=settings.base_url,
@@ -87,6 +85,7 @@ class OpenAIEngine:
                 pool=settings.connect_timeout,
             ),
         )
+        self._props = PropsWindow(self._client, settings.base_url)
 
     async def models(self) -> list[ModelInfo]:
         """The server's models, each with its window where the server says it (or
@@ -116,11 +115,8 @@ class OpenAIEngine:
         return listed
 
     async def _unlisted_window(self) -> int | None:
-        """llama.cpp's `/props` window (asked once), else the configured one."""
-        if not self._props_asked:
-            self._props_window = await props_window(self._client, self._settings.base_url)
-            self._props_asked = True
-        return self._props_window or self._settings.context_window
+        """llama.cpp's `/props` window, else the configured one."""
+        return await self._props.get() or self._settings.context_window
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
         model = await self._resolve_model(request)
@@ -155,14 +151,7 @@ class OpenAIEngine:
 
     async def _whole(self, request: GenerationRequest, model: str) -> list[EngineEvent]:
         """The events of one non-streamed request, all at once."""
-        body = self._body(request, model, stream=False)
-        try:
-            if request.prompt is None:
-                reply = await self._client.chat.completions.create(**body)
-            else:
-                reply = await self._client.completions.create(**body)
-        except openai.APIError as exc:
-            raise self._error(exc) from None
+        reply = await self._create(request, self._body(request, model, stream=False))
         assembler = self._assembler(request)
         events = assembler.feed(as_chunk(reply.to_dict(warnings=False)))
         tail, result = assembler.finish()
@@ -171,14 +160,7 @@ class OpenAIEngine:
     async def _streamed(
         self, request: GenerationRequest, model: str
     ) -> AsyncGenerator[EngineEvent, None]:
-        body = self._body(request, model, stream=True)
-        try:
-            if request.prompt is None:
-                stream = await self._client.chat.completions.create(**body)
-            else:
-                stream = await self._client.completions.create(**body)
-        except openai.APIError as exc:
-            raise self._error(exc) from None
+        stream = await self._create(request, self._body(request, model, stream=True))
         assembler = self._assembler(request)
         chunks = 0
         try:
@@ -233,6 +215,15 @@ class OpenAIEngine:
             except EngineError:
                 return self._settings.context_window
         return self._windows.get(model) or self._settings.context_window
+
+    async def _create(self, request: GenerationRequest, body: dict[str, Any]) -> Any:
+        """Send the request (chat, or text for a prompt): the reply, or the open stream."""
+        try:
+            if request.prompt is None:
+                return await self._client.chat.completions.create(**body)
+            return await self._client.completions.create(**body)
+        except openai.APIError as exc:
+            raise self._error(exc) from None
 
     def _assembler(self, request: GenerationRequest) -> ChatStreamAssembler:
         parser = self._text_parser() if request.prompt is None else None

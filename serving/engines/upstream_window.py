@@ -33,10 +33,26 @@ def window_from_props(props: Any) -> int | None:
     return None
 
 
-async def props_window(client: openai.AsyncOpenAI, base_url: str) -> int | None:
-    """llama.cpp's window, or None from a server without `/props` (or that fails to say)."""
-    try:
-        props = await client.get(props_url(base_url), cast_to=object)
-    except (openai.APIError, ValueError):  # no such route, or not JSON
-        return None
-    return window_from_props(props)
+class PropsWindow:
+    """llama.cpp's window, asked of `/props` once: it changes only when the server restarts
+    with another `-c`, and a server without `/props` would answer every ask with a 404."""
+
+    def __init__(self, client: openai.AsyncOpenAI, base_url: str) -> None:
+        self._client = client
+        self._url = props_url(base_url)
+        self._window: int | None = None
+        self._asked = False
+
+    async def get(self) -> int | None:
+        """The window, or None from a server without `/props` (or that fails to say)."""
+        if not self._asked:
+            self._window = await self._ask()
+            self._asked = True
+        return self._window
+
+    async def _ask(self) -> int | None:
+        try:
+            props = await self._client.get(self._url, cast_to=object)
+        except (openai.APIError, ValueError):  # no such route, or not JSON
+            return None
+        return window_from_props(props)

@@ -148,9 +148,10 @@ COMPOSED_USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens":
 
 @dataclass
 class Whole:
-    """Answer a request that does not stream with a recorded reply (`<name>.json`)."""
+    """Answer a request that does not stream with a recorded reply (`<name>.json`), or with
+    the reply given."""
 
-    reply: str
+    reply: str | dict[str, Any]
 
 
 @dataclass
@@ -201,6 +202,7 @@ class FakeOpenAI:
     """What `GET /props` answers (llama.cpp's server properties); unset: 404, as elsewhere."""
 
     disconnects: int = 0
+    props_requests: int = 0
     port: int = 0
     _server: asyncio.Server | None = None
 
@@ -251,9 +253,11 @@ class FakeOpenAI:
         if method == "GET" and target.endswith("/models"):
             await self._json(writer, 200, {"object": "list", "data": self.models})
             return True
-        if method == "GET" and target == "/props" and self.props is not None:
-            await self._json(writer, 200, self.props)
-            return True
+        if method == "GET" and target == "/props":
+            self.props_requests += 1
+            if self.props is not None:
+                await self._json(writer, 200, self.props)
+                return True
         if method == "POST" and target.endswith("/completions"):  # chat and text
             self.requests.append({"headers": headers, "body": json.loads(body), "path": target})
             text_completion = not target.endswith("/chat/completions")
@@ -284,7 +288,8 @@ class FakeOpenAI:
         """A non-streamed request's answer: a recorded or composed reply, else a 500 that
         says the test queued a stream for a request that does not stream."""
         if isinstance(scenario, Whole):
-            await self._json(writer, 200, recorded(scenario.reply))
+            reply = scenario.reply
+            await self._json(writer, 200, recorded(reply) if isinstance(reply, str) else reply)
         elif isinstance(scenario, Compose):
             await self._json(writer, 200, scenario.whole())
         else:

@@ -21,7 +21,11 @@ from opencomposer.serving.engines.base import (
     Usage,
     complete,
 )
-from opencomposer.serving.engines.errors import ContextLengthExceeded, EngineStreamInterrupted
+from opencomposer.serving.engines.errors import (
+    ContextLengthExceeded,
+    EngineProtocolError,
+    EngineStreamInterrupted,
+)
 from opencomposer.serving.engines.upstream_window import props_url, window_from_props
 
 GGUF = "/models/SmolLM2-135M-Instruct-Q8_0.gguf"
@@ -138,6 +142,14 @@ async def test_an_empty_stream_without_tools_is_an_interruption_not_retried(fake
     assert streamed(fake) == [True]
 
 
+async def test_a_malformed_whole_reply_is_a_protocol_error(fake):
+    fake.enqueue(Whole({"choices": [{"index": 0, "message": "oops", "finish_reason": "stop"}]}))
+    whole = HELLO.model_copy(update={"stream": False})
+    _, exc = await collect_until_error(make_engine(fake), whole)
+    assert isinstance(exc, EngineProtocolError)
+    assert "message is 'oops'" in str(exc)
+
+
 # ---------------------------------------------------------------- usage and tool calls
 
 
@@ -180,6 +192,20 @@ async def test_a_listed_window_is_taken_over_props(fake):
     fake.props = recorded("llamacpp_props")  # the default model lists max_model_len 8192 ...
     fake.models = [{"id": "m", "object": "model", "owned_by": "vllm", "max_model_len": 1024}]
     assert await make_engine(fake).models() == [ModelInfo("m", 1024, "vllm")]
+
+
+async def test_props_is_asked_once(fake):
+    llamacpp(fake)
+    engine = make_engine(fake)
+    await engine.models()
+    assert (await engine.models())[0].context_window == 8192
+    assert fake.props_requests == 1
+    llamacpp_python(fake)  # a server without /props is not asked again either
+    fake.props = None
+    engine = make_engine(fake, context_window=2048)
+    for _ in range(2):
+        assert (await engine.models())[0].context_window == 2048
+    assert fake.props_requests == 2
 
 
 @pytest.mark.parametrize(("configured", "window"), [(4096, 4096), (None, None)])

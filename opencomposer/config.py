@@ -68,6 +68,17 @@ class EngineSettings(Section):
     in Hugging Face layout, `smollm2-135m` when unset; for servers, the model id to request,
     the first one the server lists when unset."""
 
+    model_aliases: dict[str, str] = Field(default_factory=dict)
+    """For servers: names clients may use for a model, each mapped to the id the server
+    knows it by (llama.cpp names its model after the file it loaded), e.g.
+    `{ smollm2 = "/models/SmolLM2-135M-Instruct-Q8_0.gguf" }`. Aliases are listed by
+    `/v1/models` next to the server's own ids."""
+
+    context_window: int | None = Field(default=None, ge=256)
+    """For servers: the model's context window in tokens, used where the server does not
+    report one (vLLM and SGLang list it, llama.cpp's `/props` says it; llama-cpp-python and
+    hosted APIs do not)."""
+
     api_key: SecretStr | None = None
     """Bearer key for the upstream server. Never logged, never shown to the model."""
 
@@ -76,7 +87,9 @@ class EngineSettings(Section):
 
     idle_timeout: float = Field(default=120.0, gt=0)
     """Longest silence, in seconds, tolerated from the upstream while waiting for the next
-    chunk; past it the request fails with a timeout instead of hanging."""
+    chunk; past it the request fails with a timeout instead of hanging. A request that does
+    not stream (for a client that does not, or with tools to a server that cannot stream
+    them) hears nothing until its answer is complete, so there it bounds the whole answer."""
 
     max_retries: int = Field(default=2, ge=0, le=10)
     """Retries (with backoff) for refused connections, 429 and 5xx before any output."""

@@ -1,10 +1,14 @@
 """Every test runs with its own HOME, XDG folders and no OPENCOMPOSER_* variables, so the
-developer's real config, data and environment can never leak in or be written to."""
+developer's real config, data and environment can never leak in or be written to. The fake
+OpenAI-compatible upstream is a fixture here, for the backend's, the server's and the agent's
+tests alike."""
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from support.fake_openai import FakeOpenAI
 
 
 @pytest.fixture(autouse=True)
@@ -20,3 +24,12 @@ def isolated_home(
         if name.startswith("OPENCOMPOSER_"):
             monkeypatch.delenv(name)
     return home
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    """A fake OpenAI-compatible upstream on a loopback port (tests/support/fake_openai.py)."""
+    server = FakeOpenAI()
+    await server.start()
+    yield server
+    await server.stop()

@@ -147,6 +147,11 @@ class GenerationRequest(_Wire):
     model: str | None = None
     """Model id; the engine's configured model when unset."""
 
+    stream: bool = True
+    """Whether the caller reads the output as it is produced. False lets a backend ask for
+    the whole answer at once (some servers only call tools, or count usage, that way); the
+    events are the same either way, delivered when the answer is complete."""
+
     def prompt_chars(self) -> int:
         """Characters of the prompt's text: a size estimate for engines without a tokenizer."""
         if self.prompt is not None:

@@ -47,6 +47,12 @@ class ContextLengthExceeded(EngineRequestError):
     kind = "context_overflow"
 
 
+class ModelNotFound(EngineRequestError):
+    """The backend does not serve the model asked for (a 404 naming the model)."""
+
+    kind = "model_not_found"
+
+
 class EngineRateLimited(EngineError):
     kind = "engine_rate_limited"
     retryable = True

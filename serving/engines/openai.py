@@ -1,15 +1,19 @@
 """The `openai` backend: any OpenAI-compatible server (SGLang, vLLM, llama.cpp, hosted APIs)
 through the official `openai` async client.
 
-Every request streams (`stream_options.include_usage`), so a hung server shows up as silence
-past `idle_timeout` instead of an endless wait. Server-specific training extras are asked
-for only when `server_flavor` says the server understands them; standard servers reject
-unknown fields. Tool calls printed as text are recovered by `tool_text` unless disabled.
+A request streams (`stream_options.include_usage`) when its caller streams, so a hung server
+shows up as silence past `idle_timeout` instead of an endless wait; a caller that waits for
+the whole answer gets a non-streamed request, which every server answers with usage. Some
+servers cannot stream a tool call (llama-cpp-python answers an empty 200): a streamed
+request with tools that comes back empty is asked again without streaming, and so is every
+later one with tools. Server-specific training extras are asked for only when
+`server_flavor` says the server understands them; standard servers reject unknown fields.
+Tool calls printed as text are recovered by `tool_text` unless disabled. Nothing the caller
+did not ask for is sent: a server's own defaults stay its own.
 """
 
 import json
 import logging
-import re
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -35,18 +39,19 @@ from opencomposer.serving.engines.errors import (
     EngineStreamInterrupted,
     EngineTimeout,
     EngineUnavailable,
+    ModelNotFound,
 )
+from opencomposer.serving.engines.overflow import near_window, says_overflow
 from opencomposer.serving.engines.stream_assembly import ChatStreamAssembler
 from opencomposer.serving.engines.tool_text import FORMATS, ToolTextParser
+from opencomposer.serving.engines.upstream_window import PropsWindow
+from opencomposer.serving.engines.whole_reply import as_chunk
 
 log = logging.getLogger(__name__)
 
-# Wordings servers use when a prompt does not fit (OpenAI, vLLM, SGLang, llama.cpp, TGI).
-_CONTEXT_OVERFLOW = re.compile(
-    r"context[ _]length|context window|maximum context|prompt is too long|too many tokens"
-    r"|longer than the model|exceeds? the (?:model'?s )?(?:maximum|max)",
-    re.IGNORECASE,
-)
+
+class _NothingStreamed(EngineStreamInterrupted):
+    """The server answered a streamed request with a stream that held no chunk at all."""
 
 
 def new_call_id() -> str:
@@ -62,6 +67,12 @@ class OpenAIEngine:
         self._settings = settings
         self._new_call_id = new_call_id
         self._model: str | None = settings.model
+        self._tools_unstreamed = False
+        """Set once this server answered a streamed request with tools with nothing."""
+
+        self._windows: dict[str, int | None] = {}
+        """Context window of each model listed (aliases included), from `models()`."""
+
         api_key = settings.api_key.get_secret_value() if settings.api_key else "unused"
         self._client = openai.AsyncOpenAI(
             base_url=settings.base_url,
@@ -74,47 +85,96 @@ class OpenAIEngine:
                 pool=settings.connect_timeout,
             ),
         )
+        self._props = PropsWindow(self._client, settings.base_url)
 
     async def models(self) -> list[ModelInfo]:
+        """The server's models, each with its window where the server says it (or
+        `engine.context_window`), then the configured aliases with their target's."""
         try:
             page = await self._client.models.list()
         except openai.APIError as exc:
             raise self._error(exc) from None
-        return [
-            ModelInfo(
-                id=m.id,
-                # vLLM and SGLang report the window as an extra field.
-                context_window=getattr(m, "max_model_len", None),
-                owned_by=getattr(m, "owned_by", None),
+        listed = []
+        for m in page.data:
+            # vLLM and SGLang report the window as an extra field.
+            window = getattr(m, "max_model_len", None)
+            if not isinstance(window, int):
+                window = await self._unlisted_window()
+            listed.append(ModelInfo(m.id, window, getattr(m, "owned_by", None)))
+        by_id = {info.id: info for info in listed}
+        for alias, target in self._settings.model_aliases.items():
+            known = by_id.get(target)
+            listed.append(
+                ModelInfo(
+                    alias,
+                    known.context_window if known else self._settings.context_window,
+                    known.owned_by if known else None,
+                )
             )
-            for m in page.data
-        ]
+        self._windows = {info.id: info.context_window for info in listed}
+        return listed
+
+    async def _unlisted_window(self) -> int | None:
+        """llama.cpp's `/props` window, else the configured one."""
+        return await self._props.get() or self._settings.context_window
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[EngineEvent, None]:
-        body = self._body(request, await self._resolve_model(request))
+        model = await self._resolve_model(request)
         try:
-            if request.prompt is None:
-                stream = await self._client.chat.completions.create(**body)
+            if request.stream and not (request.tools and self._tools_unstreamed):
+                try:
+                    async for event in self._streamed(request, model):
+                        yield event
+                    return
+                except _NothingStreamed:
+                    if not request.tools:
+                        raise
+                    log.info(
+                        "the server streamed nothing for a request with tools; asking without "
+                        "streaming, as from now on for every request with tools",
+                        extra={"base_url": self._settings.base_url},
+                    )
+                events = await self._whole(request, model)
+                self._tools_unstreamed = True
             else:
-                stream = await self._client.completions.create(**body)
-        except openai.APIError as exc:
-            raise self._error(exc) from None
-        parser = self._text_parser() if request.prompt is None else None
-        assembler = ChatStreamAssembler(parser, self._new_call_id)
+                events = await self._whole(request, model)
+        except EngineStreamInterrupted as exc:
+            window = await self._window(model)
+            if near_window(request, window):
+                raise ContextLengthExceeded(
+                    f"{exc.message}, with a prompt near the model's window of {window} tokens: "
+                    "taken to be too long"
+                ) from None
+            raise
+        for event in events:
+            yield event
+
+    async def _whole(self, request: GenerationRequest, model: str) -> list[EngineEvent]:
+        """The events of one non-streamed request, all at once."""
+        reply = await self._create(request, self._body(request, model, stream=False))
+        assembler = self._assembler(request)
+        events = assembler.feed(as_chunk(reply.to_dict(warnings=False)))
+        tail, result = assembler.finish()
+        return [*events, *tail, Finished(result)]
+
+    async def _streamed(
+        self, request: GenerationRequest, model: str
+    ) -> AsyncGenerator[EngineEvent, None]:
+        stream = await self._create(request, self._body(request, model, stream=True))
+        assembler = self._assembler(request)
+        chunks = 0
         try:
             async for chunk in stream:
+                chunks += 1
                 for event in assembler.feed(chunk.to_dict(warnings=False)):
                     yield event
             events, result = assembler.finish()
         except openai.APIConnectionError as exc:
-            if isinstance(exc, openai.APITimeoutError):
-                raise EngineTimeout(
-                    f"the server at {self._settings.base_url} sent nothing for "
-                    f"{self._settings.idle_timeout:g}s (engine.idle_timeout)"
-                ) from None
-            raise EngineStreamInterrupted(
-                f"the connection to {self._settings.base_url} broke mid-stream: {_cause(exc)}"
-            ) from None
+            raise self._broken(exc, chunks) from None
+        except EngineStreamInterrupted:
+            if chunks == 0:
+                raise self._broken(None, chunks) from None
+            raise
         except json.JSONDecodeError as exc:
             raise EngineProtocolError(f"the server sent a chunk that is not JSON: {exc}") from None
         except openai.APIError as exc:
@@ -137,14 +197,37 @@ class OpenAIEngine:
     # ------------------------------------------------------------------ helpers
 
     async def _resolve_model(self, request: GenerationRequest) -> str:
-        if request.model:
-            return request.model
-        if self._model is None:
+        """The id to send: the request's model or the configured one (the first listed when
+        neither says), through `engine.model_aliases`."""
+        model = request.model or self._model
+        if model is None:
             listed = await self.models()
             if not listed:
                 raise EngineUnavailable(f"the server at {self._settings.base_url} lists no models")
-            self._model = listed[0].id
-        return self._model
+            model = self._model = listed[0].id
+        return self._settings.model_aliases.get(model, model)
+
+    async def _window(self, model: str) -> int | None:
+        """The window of the model requested, from the listing (asked once if need be)."""
+        if model not in self._windows:
+            try:
+                await self.models()
+            except EngineError:
+                return self._settings.context_window
+        return self._windows.get(model) or self._settings.context_window
+
+    async def _create(self, request: GenerationRequest, body: dict[str, Any]) -> Any:
+        """Send the request (chat, or text for a prompt): the reply, or the open stream."""
+        try:
+            if request.prompt is None:
+                return await self._client.chat.completions.create(**body)
+            return await self._client.completions.create(**body)
+        except openai.APIError as exc:
+            raise self._error(exc) from None
+
+    def _assembler(self, request: GenerationRequest) -> ChatStreamAssembler:
+        parser = self._text_parser() if request.prompt is None else None
+        return ChatStreamAssembler(parser, self._new_call_id)
 
     def _text_parser(self) -> ToolTextParser | None:
         mode = self._settings.text_tool_calls
@@ -152,13 +235,11 @@ class OpenAIEngine:
             return None
         return ToolTextParser(tuple(FORMATS.values()) if mode == "auto" else (FORMATS[mode],))
 
-    def _body(self, request: GenerationRequest, model: str) -> dict[str, Any]:
+    def _body(self, request: GenerationRequest, model: str, *, stream: bool) -> dict[str, Any]:
         sampling = request.sampling
-        body: dict[str, Any] = {
-            "model": model,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        body: dict[str, Any] = {"model": model}
+        if stream:  # not sent otherwise: a request without `stream` is answered whole
+            body |= {"stream": True, "stream_options": {"include_usage": True}}
         if request.prompt is not None:
             # `suffix` makes OpenAI-compatible servers (vLLM, SGLang) fill in the middle.
             body["prompt"] = request.prompt.prefix
@@ -216,13 +297,29 @@ class OpenAIEngine:
             )
         return fields
 
+    def _broken(self, exc: openai.APIConnectionError | None, chunks: int) -> EngineError:
+        """What a stream that ended early is: silence past the idle timeout, a stream with
+        nothing in it (empty, or broken before its first chunk), or one cut short."""
+        where = self._settings.base_url
+        if isinstance(exc, openai.APITimeoutError):
+            return EngineTimeout(
+                f"the server at {where} sent nothing for "
+                f"{self._settings.idle_timeout:g}s (engine.idle_timeout)"
+            )
+        if chunks == 0:
+            return _NothingStreamed(f"the server at {where} answered with an empty stream")
+        cause = f": {_cause(exc)}" if exc is not None else ""
+        return EngineStreamInterrupted(f"the connection to {where} broke mid-stream{cause}")
+
     def _error(self, exc: openai.APIError) -> EngineError:
         where = self._settings.base_url
         if isinstance(exc, openai.APITimeoutError):
             return EngineTimeout(f"no answer from {where} in time: {_cause(exc)}")
         if isinstance(exc, openai.APIConnectionError):
             return EngineUnavailable(f"cannot reach the model server at {where}: {_cause(exc)}")
-        if not isinstance(exc, openai.APIStatusError):
+        if not isinstance(exc, openai.APIStatusError):  # an error event inside a stream
+            if says_overflow(exc.message):  # llama.cpp checks the prompt once it streams
+                return ContextLengthExceeded(f"{where}: {exc.message}")
             return EngineServerError(f"{where}: {exc.message}")
         status, message = exc.status_code, _status_message(exc)
         text = f"{where} answered {status}: {message}"
@@ -233,10 +330,10 @@ class OpenAIEngine:
         if status >= 500:
             return EngineServerError(text, status)
         code = exc.code if isinstance(exc.code, str) else ""
-        if code == "context_length_exceeded" or _CONTEXT_OVERFLOW.search(message):
+        if code == "context_length_exceeded" or says_overflow(message):
             return ContextLengthExceeded(text, status)
         if status == 404 and "model" in message.lower():
-            return EngineRequestError(f"{text} (check engine.model)", status)
+            return ModelNotFound(f"{text} (check engine.model)", status)
         return EngineRequestError(text, status)
 
 

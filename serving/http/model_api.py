@@ -49,6 +49,7 @@ from opencomposer.serving.engines.errors import (
     EngineRequestError,
     EngineTimeout,
     EngineUnavailable,
+    ModelNotFound,
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
 from opencomposer.serving.http.errors import describe, translating_route, validation_problems
@@ -85,6 +86,9 @@ def engine_error(exc: EngineError) -> OpenAIError:
     backend's are 5xx (retryable ones distinguished, so SDK retries do the right thing)."""
     if isinstance(exc, ContextLengthExceeded):
         return OpenAIError(400, exc.message, code="context_length_exceeded")
+    if isinstance(exc, ModelNotFound):
+        # The upstream refused the model asked for (a name passed through to it).
+        return OpenAIError(404, exc.message, param="model", code=exc.kind)
     if isinstance(exc, EngineRequestError):
         return OpenAIError(400, exc.message, code=exc.kind)
     if isinstance(exc, EngineRateLimited):
@@ -337,6 +341,8 @@ async def respond(
     include_usage: bool,
 ) -> Response:
     """The engine's answer as one JSON object, or as server-sent chunks ending in `[DONE]`."""
+    # A client that waits for the whole answer lets the engine ask for it whole too.
+    generation = generation.model_copy(update={"stream": stream})
     if not stream:
         return JSONResponse(await _complete(engine, generation, reply))
     events = engine.generate(generation)
@@ -379,14 +385,16 @@ async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
 
 
 async def resolve_model(state: ServerState, requested: str | None) -> str:
-    """The model id to answer with; a requested one must be served (404 otherwise)."""
+    """The model id to answer with. A requested one must be served (404 otherwise), except
+    by an OpenAI-compatible upstream: many serve their one model under any name (llama.cpp
+    lists it by file path), so the name goes to the upstream, which refuses it if it must."""
     try:
         served = [info.id for info in await state.models()]
     except EngineError as exc:
         raise engine_error(exc) from None
     if requested is None:
         return served[0] if served else "unknown"
-    if requested not in served:
+    if requested not in served and state.settings.engine.backend != "openai":
         raise OpenAIError(
             404,
             f"the model {requested!r} does not exist; served: {', '.join(served)}",

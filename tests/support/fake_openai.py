@@ -1,5 +1,8 @@
 """A fake OpenAI-compatible upstream: a real HTTP/1.1 server on loopback that replays
-recorded SSE streams (tests/support/streams/*.sse) and misbehaves on request.
+recorded SSE streams (tests/support/streams/*.sse) and whole replies (*.json), and
+misbehaves on request. A request that does not stream gets a scenario's whole reply: a
+recorded one (`Whole`), or a `Compose` written out whole. `props`, when set, is served at
+`/props` as llama.cpp's server does.
 
 It speaks raw HTTP over asyncio streams rather than through a web framework, so a test can
 make it do what real servers do when they break: die mid-chunk, stall forever, send garbage,
@@ -19,9 +22,17 @@ DONE = b"data: [DONE]\n\n"
 
 
 def sse_events(name: str) -> list[bytes]:
-    """The events of a recorded stream, each with its trailing blank line."""
-    raw = (STREAMS / f"{name}.sse").read_bytes()
-    return [event + b"\n\n" for event in raw.strip().split(b"\n\n")]
+    """The events of a recorded stream, each with its trailing blank line. Comment lines
+    (`:`), which say where a recording comes from, are not sent: a file of comments alone
+    is a stream with no event in it."""
+    lines = (STREAMS / f"{name}.sse").read_bytes().split(b"\n")
+    raw = b"\n".join(line for line in lines if not line.startswith(b":"))
+    return [event + b"\n\n" for event in raw.strip().split(b"\n\n") if event.strip()]
+
+
+def recorded(name: str) -> Any:
+    """A recorded JSON answer (tests/support/streams/*.json; their sources: README.md)."""
+    return json.loads((STREAMS / f"{name}.json").read_text())
 
 
 @dataclass
@@ -96,17 +107,51 @@ class Compose:
                 events.append(
                     chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                 )
-        events.append(chunk({}, "tool_calls" if self.calls else "stop"))
-        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        events.append(chunk({}, self.finish_reason))
         final = {
             "id": "chatcmpl-c",
             "object": "chat.completion.chunk",
             "model": "fake-model",
             "choices": [],
-            "usage": usage,
+            "usage": COMPOSED_USAGE,
         }
         events.append(f"data: {json.dumps(final)}\n\n".encode())
         return [*events, DONE]
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.calls else "stop"
+
+    def whole(self) -> dict[str, Any]:
+        """The same reply as a non-streamed `chat.completion`."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{index}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for index, (name, arguments) in enumerate(self.calls)
+            ]
+        return {
+            "id": "chatcmpl-c",
+            "object": "chat.completion",
+            "model": "fake-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
+            "usage": COMPOSED_USAGE,
+        }
+
+
+COMPOSED_USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+
+
+@dataclass
+class Whole:
+    """Answer a request that does not stream with a recorded reply (`<name>.json`), or with
+    the reply given."""
+
+    reply: str | dict[str, Any]
 
 
 @dataclass
@@ -138,7 +183,7 @@ class Fill:
         ]
 
 
-Scenario = Replay | Status | Endless | Compose | Fill
+Scenario = Replay | Status | Endless | Compose | Fill | Whole
 
 
 @dataclass
@@ -153,7 +198,11 @@ class FakeOpenAI:
     fill: Fill | None = None
     """When set, every text completion gets it (the queue is for chat); else they queue too."""
 
+    props: dict[str, Any] | None = None
+    """What `GET /props` answers (llama.cpp's server properties); unset: 404, as elsewhere."""
+
     disconnects: int = 0
+    props_requests: int = 0
     port: int = 0
     _server: asyncio.Server | None = None
 
@@ -204,6 +253,11 @@ class FakeOpenAI:
         if method == "GET" and target.endswith("/models"):
             await self._json(writer, 200, {"object": "list", "data": self.models})
             return True
+        if method == "GET" and target == "/props":
+            self.props_requests += 1
+            if self.props is not None:
+                await self._json(writer, 200, self.props)
+                return True
         if method == "POST" and target.endswith("/completions"):  # chat and text
             self.requests.append({"headers": headers, "body": json.loads(body), "path": target})
             text_completion = not target.endswith("/chat/completions")
@@ -220,9 +274,27 @@ class FakeOpenAI:
             if isinstance(scenario, Status):
                 await self._json(writer, scenario.code, scenario.body)
                 return True
+            if not json.loads(body).get("stream"):
+                await self._whole(writer, scenario)
+                return True
+            if isinstance(scenario, Whole):
+                await self._json(writer, 500, {"error": {"message": "a whole reply streamed"}})
+                return True
             return await self._stream(reader, writer, scenario)
         await self._json(writer, 404, {"error": {"message": f"no route {method} {target}"}})
         return True
+
+    async def _whole(self, writer: asyncio.StreamWriter, scenario: Scenario) -> None:
+        """A non-streamed request's answer: a recorded or composed reply, else a 500 that
+        says the test queued a stream for a request that does not stream."""
+        if isinstance(scenario, Whole):
+            reply = scenario.reply
+            await self._json(writer, 200, recorded(reply) if isinstance(reply, str) else reply)
+        elif isinstance(scenario, Compose):
+            await self._json(writer, 200, scenario.whole())
+        else:
+            message = f"{type(scenario).__name__} streams, but the request does not"
+            await self._json(writer, 500, {"error": {"message": message}})
 
     async def _json(self, writer: asyncio.StreamWriter, code: int, payload: Any) -> None:
         body = json.dumps(payload).encode()
@@ -285,6 +357,9 @@ class FakeOpenAI:
                 await self._chunk(writer, piece)
             if scenario.delay:
                 await asyncio.sleep(scenario.delay)
+        if scenario.die_after == len(events):  # cut before the end (an empty stream too)
+            writer.transport.abort()
+            return False
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True

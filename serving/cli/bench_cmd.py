@@ -113,7 +113,7 @@ def http(
 ) -> None:
     """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
     turn's first SSE event, against an instant engine served from a process of its own, beside
-    the same engine in-process."""
+    the same engine in-process; and what constrained decoding costs a token (tiny-moe)."""
     from opencomposer.bench.http import run_http_bench  # the server loads only here
 
     with err.status("benchmarking the HTTP server"):

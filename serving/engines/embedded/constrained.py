@@ -19,7 +19,6 @@ write their own examples in.
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -47,17 +46,19 @@ class ConstraintViolation(RuntimeError):
     """A token the grammar refused was committed (the mask was not applied): a bug."""
 
 
-@dataclass(frozen=True)
 class Grammar:
-    """A compiled constraint for one request, bound to its model's tokenizer."""
+    """A compiled constraint for one request. The matcher is built here, off the engine's
+    thread (a large schema takes a while to compile); each sequence starts from a copy."""
 
-    tokenizer: llguidance.LLTokenizer
-    text: str
-    """llguidance's grammar (Lark, or its JSON form)."""
+    def __init__(self, tokenizer: llguidance.LLTokenizer, lark: str) -> None:
+        text = llguidance.LLMatcher.grammar_from_lark(lark)
+        self._matcher = llguidance.LLMatcher(tokenizer, text, log_level=0)
+        if self._matcher.is_error():
+            raise GrammarError(self._matcher.get_error().strip())
 
     def start(self) -> "Constraint":
         """A fresh matcher at the start of the output."""
-        return Constraint(llguidance.LLMatcher(self.tokenizer, self.text, log_level=0))
+        return Constraint(self._matcher.deep_copy())
 
 
 class Constraint:
@@ -104,7 +105,7 @@ class Grammars:
 
     def json_value(self, schema: Mapping[str, Any]) -> Grammar:
         """Output that is one JSON value of `schema` (`{"type": "object"}`: any object)."""
-        return self._compile(f"start: {_json(schema)}")
+        return Grammar(self._ll_tokenizer, f"start: {_json(schema)}")
 
     def tool_calls(
         self,
@@ -129,7 +130,7 @@ class Grammars:
         else:
             calls = 'call ("\\n" call)*' if repeat else "call"
         start = f"start: {calls}" + (f" | {_json(or_json)}" if or_json is not None else "")
-        return self._compile("\n".join([start, f"call: {call}", *rules]))
+        return Grammar(self._ll_tokenizer, "\n".join([start, f"call: {call}", *rules]))
 
     def _call(self, fmt: ToolTextFormat, tool: ToolSpec) -> str:
         begin, end = self._marker(fmt.call_begin), self._marker(fmt.call_end)
@@ -156,15 +157,6 @@ class Grammars:
         writes it so, never as the text's pieces), else the text."""
         token = self._tokenizer.token_to_id(text)
         return f"<[{token}]>" if token is not None else _literal(text)
-
-    def _compile(self, lark: str) -> Grammar:
-        text = llguidance.LLMatcher.grammar_from_lark(lark)
-        failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
-            text, self._ll_tokenizer
-        )
-        if failed:
-            raise GrammarError(messages[0].strip())
-        return Grammar(self._ll_tokenizer, text)
 
 
 def constrains(request: GenerationRequest) -> bool:

@@ -12,6 +12,10 @@ sequence gets its own `Constraint` (the matcher's state). They do not speculate,
 drafts are argmaxes of unmasked logits and the verifier would have to replay the matcher over
 each draft.
 
+`tool_choice: none` needs no grammar: the tokens that open a call are banned (`forbid`, on
+every row, so drafts proposing one are rejected and speculation goes on), while the tools
+stay in the prompt, which keeps it the prefix the turn's other calls share in the KV cache.
+
 JSON is held to one spacing (`", "` and `": "`, no other whitespace): with free whitespace a
 weak model can spend its whole budget on blanks, and this is the spacing the chat formats
 write their own examples in.
@@ -103,6 +107,14 @@ class Grammars:
             self._tokenizer.to_str(), n_vocab=self._vocab_size, eos_token=self._stop_ids
         )
 
+    def call_openers(self, fmt: ToolTextFormat) -> frozenset[int]:
+        """The tokens that open a call in `fmt`, where the tokenizer has its markers as single
+        tokens: banned under `tool_choice: none`, the model cannot start a call at all. (A
+        marker spelled in several tokens can still be written; it is not parsed then.)"""
+        markers = (*fmt.section_begin, fmt.call_begin)
+        ids = (self._tokenizer.token_to_id(marker) for marker in markers)
+        return frozenset(token for token in ids if token is not None)
+
     def json_value(self, schema: Mapping[str, Any]) -> Grammar:
         """Output that is one JSON value of `schema` (`{"type": "object"}`: any object)."""
         return Grammar(self._ll_tokenizer, f"start: {_json(schema)}")
@@ -157,6 +169,13 @@ class Grammars:
         writes it so, never as the text's pieces), else the text."""
         token = self._tokenizer.token_to_id(text)
         return f"<[{token}]>" if token is not None else _literal(text)
+
+
+def forbid(logits: Tensor, tokens: frozenset[int]) -> Tensor:
+    """[..., V] logits with `tokens` at -inf."""
+    banned = logits.clone()
+    banned[..., sorted(tokens)] = float("-inf")
+    return banned
 
 
 def constrains(request: GenerationRequest) -> bool:

@@ -45,6 +45,9 @@ class SamplingOptions:
     grammar: Grammar | None = None
     """What the output must match (see `constrained`); None: anything."""
 
+    banned_token_ids: frozenset[int] = frozenset()
+    """Tokens never sampled (a tool call's opening marker under `tool_choice: none`)."""
+
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0

@@ -207,6 +207,11 @@ class EmbeddedEngine:
             capture_experts=request.capture.routed_experts,
             draft_tokens=0 if grammar else loaded.draft_tokens,
             grammar=grammar,
+            # `none` keeps the tools in the prompt (a summary shares the turn's cached prefix)
+            # and takes away the tokens that would open a call.
+            banned_token_ids=loaded.grammars.call_openers(loaded.format.tool_format)
+            if request.tool_choice == "none" and request.tools
+            else frozenset(),
         )
         tools = request.prompt is None and request.tool_choice != "none"
         text = TextAssembler(
@@ -256,10 +261,8 @@ class EmbeddedEngine:
         if request.prompt is not None:
             encoded = loaded.text_prompts.encode(request.prompt)
             return encoded.token_ids, encoded.stop_ids
-        # With `none` the tools are not offered at all: a model shown them may call anyway.
-        tools = request.tools if request.tool_choice != "none" else []
         try:
-            prompt_text = loaded.format.render(request.messages, tools)
+            prompt_text = loaded.format.render(request.messages, request.tools)
         except TemplateError as exc:
             raise EngineRequestError(
                 f"the chat template of {loaded.name!r} refused the conversation: {exc}"

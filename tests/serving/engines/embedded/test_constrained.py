@@ -28,8 +28,11 @@ from opencomposer.serving.engines.embedded.constrained import (
     Grammars,
     request_grammar,
 )
+from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
+from opencomposer.serving.engines.embedded.loader import load_model
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
+from opencomposer.serving.engines.embedded.worker import EngineWorker
 from opencomposer.serving.engines.tool_text import (
     DEEPSEEK_V3,
     HERMES,
@@ -226,3 +229,56 @@ async def test_constrained_sequences_do_not_speculate_and_end_with_their_grammar
     assert [call.name for call in forced.tool_calls] == ["run_tests"]
     assert forced.finish_reason == "tool_calls"
     assert forced.usage is not None and forced.usage.completion_tokens < budget.max_tokens
+
+
+def test_none_bans_the_tokens_that_open_a_call(grammars: Grammars, tokenizer: Tokenizer) -> None:
+    opening = {
+        tokenizer.token_to_id(m) for m in (*DEEPSEEK_V3.section_begin, DEEPSEEK_V3.call_begin)
+    }
+    assert grammars.call_openers(DEEPSEEK_V3) == opening and None not in opening
+    assert grammars.call_openers(HERMES) == frozenset()  # `<tool_call>` is text in tiny-moe
+
+
+async def test_none_reaches_the_engine_as_banned_openers(
+    models: Path, grammars: Grammars, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[SamplingOptions] = []
+    run = EngineWorker.run
+
+    def recording(worker: EngineWorker, prompt: list[int], options: SamplingOptions):
+        seen.append(options)
+        return run(worker, prompt, options)
+
+    monkeypatch.setattr(EngineWorker, "run", recording)
+    engine = EmbeddedEngine(EngineSettings(model="tiny-moe", device="cpu"), models)
+    hello = [ChatMessage(role="user", content="hello")]
+    budget = SamplingParams(max_tokens=2)
+    try:
+        for choice in ("none", "auto"):
+            await complete(
+                engine,
+                GenerationRequest(messages=hello, tools=TOOLS, tool_choice=choice, sampling=budget),
+            )
+    finally:
+        await engine.aclose()
+    assert [o.banned_token_ids for o in seen] == [grammars.call_openers(DEEPSEEK_V3), frozenset()]
+    assert [o.grammar for o in seen] == [None, None]
+
+
+@pytest.mark.parametrize(("temperature", "draft_tokens"), [(0, 0), (0, 2), (1.0, 2)])
+def test_banned_tokens_are_never_sampled_nor_accepted_as_drafts(
+    models: Path, tokenizer: Tokenizer, temperature: float, draft_tokens: int
+) -> None:
+    engine = LLMEngine(load_model(models / "tiny-moe", mtp=True), EngineConfig(kv_cache_tokens=512))
+    allowed = {17, 108}
+    options = SamplingOptions(
+        temperature=temperature,
+        max_tokens=12,
+        seed=3,
+        draft_tokens=draft_tokens,
+        banned_token_ids=frozenset(range(tokenizer.get_vocab_size())) - allowed,
+    )
+    (seq,) = engine.generate([tokenizer.encode("def main():").ids], options)
+    assert len(seq.output_ids) == 12 and set(seq.output_ids) <= allowed
+    if draft_tokens:
+        assert seq.spec.verify_steps > 0

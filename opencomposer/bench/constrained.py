@@ -1,8 +1,8 @@
 """What constrained decoding costs a token on the embedded engine: tiny-moe on the CPU, the
 same prompt and the same `max_tokens`, greedy, without a constraint and with
 `response_format: json_object` (tiny-moe's random weights keep a JSON string open, so both
-run to `max_tokens`). Neither speculates, since constrained sequences never do: the
-difference is the grammar's mask and its bookkeeping. The first run of each warms up (the
+run to `max_tokens`). Neither speculates, so the difference is the grammar's mask and its
+bookkeeping alone. The first run of each warms up (the
 model loads, the vocabulary is mapped for the grammar engine); the best of the next
 `repeats` counts, as the least disturbed by the other work on a shared machine.
 """

@@ -8,9 +8,10 @@ value of the requested schema. Before a constrained sequence samples, its logits
 token the grammar cannot take next; the sequence ends as soon as the grammar is complete.
 
 Only constrained sequences pay: a `Grammar` rides on their `SamplingOptions`, and each such
-sequence gets its own `Constraint` (the matcher's state). They do not speculate, since MTP
-drafts are argmaxes of unmasked logits and the verifier would have to replay the matcher over
-each draft.
+sequence gets its own `Constraint` (the matcher's state). They speculate like any other: MTP
+drafts are argmaxes of unmasked logits, so each verification row is masked for the state
+after the drafts before it (`mask_drafts`), and a draft the grammar refuses is rejected.
+Speculation stays lossless: the output is the one constrained decoding without drafts gives.
 
 `tool_choice: none` needs no grammar: the tokens that open a call are banned (`forbid`, on
 every row, so drafts proposing one are rejected and speculation goes on), while the tools
@@ -79,6 +80,21 @@ class Constraint:
             raise ConstraintViolation(f"the grammar allows no token: {self._matcher.get_error()}")
         keep = torch.from_numpy(allowed).to(logits.device)
         return logits.masked_fill(~keep, float("-inf"))
+
+    def mask_drafts(self, logits: Tensor, drafts: list[int]) -> Tensor:
+        """[k + 1, V] verification logits, each row masked for the state after the drafts
+        before it, so verifying holds the drafts to the grammar (a draft it refuses has
+        probability 0 and is rejected). Rows past the first refused draft, which verification
+        never reads, stay as they were, as does a row past the grammar's end (the sequence
+        ends before its token). The matcher ends where it started."""
+        valid = self._matcher.try_consume_tokens(drafts)
+        rows = [logits[row] for row in range(logits.shape[0])]
+        for row in range(valid, -1, -1):  # the deepest state first, rolling back one by one
+            if not self._matcher.is_stopped():  # else the output ends before this row
+                rows[row] = self.mask(logits[row])
+            if row:
+                self._matcher.rollback(1)
+        return torch.stack(rows)
 
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token):

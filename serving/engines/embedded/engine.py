@@ -53,10 +53,6 @@ class LLMEngine:
             raise ValueError("the prompt has no tokens")
         if options.draft_tokens and not self.model.num_mtp_layers:
             raise ValueError(f"{type(self.model).__name__} has no MTP layer to draft with")
-        if options.draft_tokens and options.grammar is not None:
-            # Drafts are argmaxes of unmasked logits: verifying them would mean replaying the
-            # grammar over each one, so constrained sequences decode a token at a time.
-            raise ValueError("a constrained sequence does not speculate (draft_tokens=0)")
         seq = Sequence(list(prompt_ids), options)
         self.scheduler.add(seq)
         return seq
@@ -128,6 +124,8 @@ class LLMEngine:
         if logits is None:
             verdict, committed = None, len(run.tokens)  # a prompt chunk: nothing to sample yet
         elif run.drafts:
+            if seq.constraint is not None:
+                logits = seq.constraint.mask_drafts(logits, run.drafts)
             verdict = verify(logits, run.drafts, options, seq.generator)
             committed = len(run.tokens) + verdict.accepted
             seq.spec.verify_steps += 1

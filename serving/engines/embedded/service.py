@@ -205,7 +205,7 @@ class EmbeddedEngine:
             stop_token_ids=stop_ids,
             logprobs=request.capture.logprobs,
             capture_experts=request.capture.routed_experts,
-            draft_tokens=0 if grammar else loaded.draft_tokens,
+            draft_tokens=loaded.draft_tokens,
             grammar=grammar,
             # `none` keeps the tools in the prompt (a summary shares the turn's cached prefix)
             # and takes away the tokens that would open a call.

@@ -1,6 +1,7 @@
 """`tool_choice` and `response_format` hold on the embedded engine (constrained decoding),
-seen through the official `openai` client against a live server running tiny-moe: its random
-weights would answer in text, so every call and every JSON reply here is the constraint's."""
+seen through the official `openai` client against a live server running tiny-moe (with its
+MTP speculation on): its random weights would answer in text, so every call and every JSON
+reply here is the constraint's."""
 
 import json
 from collections.abc import Iterator
@@ -110,6 +111,20 @@ def test_json_schema_replies_validate(client) -> None:
     )
     jsonschema_rs.validate(REPLY, json.loads(done.choices[0].message.content))
     assert done.choices[0].finish_reason == "stop"
+
+
+def test_sampled_json_schema_replies_validate_too(client) -> None:
+    verdict = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": REPLY}}
+    for seed in range(3):
+        done = client.chat.completions.create(
+            model=MODEL,
+            messages=HELLO,
+            temperature=1.0,
+            seed=seed,
+            max_tokens=96,
+            response_format=verdict,
+        )
+        jsonschema_rs.validate(REPLY, json.loads(done.choices[0].message.content))
 
 
 def test_json_object_replies_start_as_an_object(client) -> None:

@@ -16,6 +16,7 @@ from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.base import (
     ChatMessage,
     GenerationRequest,
+    GenerationResult,
     ResponseFormat,
     SamplingParams,
     ToolSpec,
@@ -207,28 +208,39 @@ def test_what_cannot_be_compiled_is_the_requests_fault(grammars: Grammars) -> No
         request_grammar(grammars, DEEPSEEK_V3, no_tools)
 
 
-async def test_constrained_sequences_do_not_speculate_and_end_with_their_grammar(
-    models: Path,
-) -> None:
-    settings = EngineSettings(model="tiny-moe", device="cpu", kv_cache_tokens=1024)
+async def constrained_results(models: Path, speculative: str) -> list[GenerationResult]:
+    settings = EngineSettings(
+        model="tiny-moe", device="cpu", kv_cache_tokens=1024, speculative=speculative
+    )
     engine = EmbeddedEngine(settings, models)
     hello = [ChatMessage(role="user", content="hello")]
     budget = SamplingParams(temperature=0, max_tokens=48)
+    reply = ResponseFormat(type="json_schema", json_schema=REPLY)
+    requests = [
+        GenerationRequest(messages=hello, tools=TOOLS, tool_choice="run_tests", sampling=budget),
+        GenerationRequest(messages=hello, tools=TOOLS, tool_choice="required", sampling=budget),
+        GenerationRequest(messages=hello, response_format=reply, sampling=budget),
+    ]
     try:
-        free = await complete(engine, GenerationRequest(messages=hello, sampling=budget))
-        forced = await complete(
-            engine,
-            GenerationRequest(
-                messages=hello, tools=TOOLS, tool_choice="run_tests", sampling=budget
-            ),
-        )
+        return [await complete(engine, request) for request in requests]
     finally:
         await engine.aclose()
-    assert free.spec is not None and free.spec.verify_steps > 0  # tiny-moe speculates
-    assert forced.spec is None
-    assert [call.name for call in forced.tool_calls] == ["run_tests"]
-    assert forced.finish_reason == "tool_calls"
-    assert forced.usage is not None and forced.usage.completion_tokens < budget.max_tokens
+
+
+def produced(result: GenerationResult) -> tuple[str, list[tuple[str, str]]]:
+    return result.text, [(call.name, call.arguments) for call in result.tool_calls]
+
+
+async def test_speculation_under_a_grammar_is_lossless(models: Path) -> None:
+    plain = await constrained_results(models, "none")
+    drafted = await constrained_results(models, "mtp")
+    assert list(map(produced, drafted)) == list(map(produced, plain))
+    assert all(r.spec is not None and r.spec.verify_steps > 0 for r in drafted)
+    named, _, reply = drafted
+    assert [call.name for call in named.tool_calls] == ["run_tests"]
+    assert named.finish_reason == "tool_calls"  # the grammar ended it, not the budget
+    assert named.usage is not None and named.usage.completion_tokens < 48
+    jsonschema_rs.validate(REPLY, json.loads(reply.text))
 
 
 def test_none_bans_the_tokens_that_open_a_call(grammars: Grammars, tokenizer: Tokenizer) -> None:

@@ -120,7 +120,9 @@ class Grammars:
     @cached_property
     def _ll_tokenizer(self) -> llguidance.LLTokenizer:
         return llguidance.LLTokenizer(
-            self._tokenizer.to_str(), n_vocab=self._vocab_size, eos_token=self._stop_ids
+            self._tokenizer.to_str(),
+            n_vocab=self._vocab_size,
+            eos_token=self._stop_ids or None,  # None: the tokenizer's own
         )
 
     def call_openers(self, fmt: ToolTextFormat) -> frozenset[int]:
@@ -181,8 +183,8 @@ class Grammars:
         return f"{begin} {body} {end}"
 
     def _marker(self, text: str) -> str:
-        """A format marker: its token when the tokenizer has it as one added token (the model
-        writes it so, never as the text's pieces), else the text."""
+        """A format marker: its token when the tokenizer has it as one token (the model writes
+        it so, never as the text's pieces), else the text."""
         token = self._tokenizer.token_to_id(text)
         return f"<[{token}]>" if token is not None else _literal(text)
 

@@ -20,6 +20,10 @@ beside the same engine called in this process, without HTTP:
 The HTTP figures include the clients' own work in this process, so the ratio is what HTTP
 costs a caller, not the server's time alone; compare ratios taken in one run, not figures
 across runs or machines.
+
+Last, one row with a model in it: what constrained decoding, which the OpenAI surface offers
+for forced tool calls and JSON replies, costs a token on the embedded engine
+(`bench.constrained`: tiny-moe on the CPU, baseline the same generation unconstrained).
 """
 
 import asyncio
@@ -34,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from opencomposer.bench.constrained import constrained_decoding_row
 from opencomposer.bench.rows import Row, percentile
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
@@ -284,9 +289,15 @@ def turn_rows(concurrency: int, total: int, http: list[float], local: list[float
 
 
 async def run_http_bench(
-    *, concurrency: list[int] | None = None, requests: int = 1000, turns: int = 200
+    *,
+    concurrency: list[int] | None = None,
+    requests: int = 1000,
+    turns: int = 200,
+    constrained_tokens: int = 64,
 ) -> tuple[list[Row], dict[str, Any]]:
-    """Every measurement above at each concurrency; at least one request (turn) per client."""
+    """Every measurement above at each concurrency; at least one request (turn) per client;
+    then what constrained decoding (the JSON and forced tool calls the OpenAI surface offers)
+    costs a token on the embedded engine (`bench.constrained`)."""
     levels = concurrency or [1, 16, 100]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="opencomposer-bench-http-") as scratch:
@@ -307,4 +318,10 @@ async def run_http_bench(
                     root / f"local{level}", workspace, level, total
                 )
                 rows += turn_rows(level, total, http_turns, local_turns)
-    return rows, {"concurrency": levels, "requests": requests, "turns": turns}
+        rows.append(await constrained_decoding_row(root, max_tokens=constrained_tokens))
+    return rows, {
+        "concurrency": levels,
+        "requests": requests,
+        "turns": turns,
+        "constrained_tokens": constrained_tokens,
+    }

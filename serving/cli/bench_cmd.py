@@ -120,8 +120,8 @@ def http(
 ) -> None:
     """The HTTP layer's cost: chat completions (req/s, p50/p99 latency) and the time to a
     turn's first SSE event, against an instant engine served from a process of its own, beside
-    the same engine in-process; and the README's turn with the default model, against its
-    one-minute goal."""
+    the same engine in-process; what constrained decoding costs a token (tiny-moe); and the
+    README's turn with the default model, against its one-minute goal."""
     from opencomposer.bench.http import run_http_bench  # the server loads only here
     from opencomposer.bench.readme_turn import time_readme_turn
 

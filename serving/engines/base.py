@@ -129,6 +129,39 @@ class TextPrompt(_Wire):
     suffix: str | None = None
 
 
+class ResponseFormat(_Wire):
+    """The reply must be JSON: any object (`json_object`), or a value of `json_schema` (an
+    OpenAI `json_schema` format, whose `name`, `description` and `strict` are kept for
+    backends that forward it)."""
+
+    type: Literal["json_object", "json_schema"]
+    name: str | None = None
+    description: str | None = None
+    json_schema: dict[str, Any] | None = None
+    """The schema of the reply; None with `json_schema` means any JSON value."""
+
+    strict: bool | None = None
+
+    def reply_schema(self) -> dict[str, Any]:
+        """The JSON schema the reply must match."""
+        if self.type == "json_object":
+            return {"type": "object"}
+        return self.json_schema if self.json_schema is not None else {}
+
+    def to_openai(self) -> dict[str, Any]:
+        if self.type == "json_object":
+            return {"type": "json_object"}
+        spec: dict[str, Any] = {"name": self.name or "response"}
+        for key, value in (
+            ("description", self.description),
+            ("schema", self.json_schema),
+            ("strict", self.strict),
+        ):
+            if value is not None:
+                spec[key] = value
+        return {"type": "json_schema", "json_schema": spec}
+
+
 class GenerationRequest(_Wire):
     messages: list[ChatMessage] = Field(default_factory=list)
     """The conversation; empty exactly when `prompt` is given."""
@@ -141,6 +174,9 @@ class GenerationRequest(_Wire):
     """`auto`, `none`, `required`, or the name of the one tool the model must call; None is
     the engine's default (auto), and is not sent upstream (some servers read a missing
     choice as `none`, others an explicit one as a request to constrain)."""
+
+    response_format: ResponseFormat | None = None
+    """JSON the reply must be; None: free text."""
 
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     capture: Capture = Field(default_factory=Capture)

@@ -256,6 +256,8 @@ class OpenAIEngine:
                 if choice in ("auto", "none", "required")
                 else {"type": "function", "function": {"name": choice}}
             )
+        if request.response_format is not None:
+            body["response_format"] = request.response_format.to_openai()
         for name in ("temperature", "top_p", "max_tokens", "seed"):
             value = getattr(sampling, name)
             if value is not None:

@@ -34,6 +34,7 @@ from opencomposer.serving.engines.base import (
     GenerationRequest,
     GenerationResult,
     ReasoningDelta,
+    ResponseFormat,
     SamplingParams,
     TextDelta,
     ToolCall,
@@ -192,6 +193,44 @@ class NamedToolChoice(OpenAIBody):
     function: FunctionName
 
 
+class TextFormat(OpenAIBody):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(OpenAIBody):
+    type: Literal["json_object"]
+
+
+class JsonSchemaSpec(OpenAIBody):
+    name: str
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class JsonSchemaFormat(OpenAIBody):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+def response_format(
+    given: TextFormat | JsonObjectFormat | JsonSchemaFormat | None,
+) -> ResponseFormat | None:
+    """The engine's form of OpenAI's `response_format` (None: free text)."""
+    if isinstance(given, JsonObjectFormat):
+        return ResponseFormat(type="json_object")
+    if isinstance(given, JsonSchemaFormat):
+        spec = given.json_schema
+        return ResponseFormat(
+            type="json_schema",
+            name=spec.name,
+            description=spec.description,
+            json_schema=spec.schema_,
+            strict=spec.strict,
+        )
+    return None
+
+
 class StreamOptions(OpenAIBody):
     include_usage: bool = False
 
@@ -201,7 +240,6 @@ class ChatCompletionRequest(OpenAIRequest):
         {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
     )
     OFF = PENALTIES_OFF | {
-        "response_format": (None, {"type": "text"}),
         "modalities": (None, ["text"]),
         "audio": (None,),
         "prediction": (None,),
@@ -217,6 +255,10 @@ class ChatCompletionRequest(OpenAIRequest):
     tools: list[ToolIn] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    response_format: (
+        Annotated[TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")]
+        | None
+    ) = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1, le=INT64)
@@ -266,6 +308,7 @@ class ChatCompletionRequest(OpenAIRequest):
                 for t in self.tools or []
             ],
             tool_choice=choice.function.name if isinstance(choice, NamedToolChoice) else choice,
+            response_format=response_format(self.response_format),
             sampling=SamplingParams(
                 temperature=OPENAI_DEFAULT_TEMPERATURE
                 if self.temperature is None
@@ -313,6 +356,13 @@ async def list_models(state: State) -> JSONResponse:
 @router.post("/v1/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, state: State, request: Request) -> Response:
     if body.model == AGENT_MODEL:
+        if response_format(body.response_format) is not None:
+            raise OpenAIError(
+                400,
+                f"response_format is not supported with {AGENT_MODEL}: the agent answers in "
+                "its own words; ask a served model for JSON",
+                param="response_format",
+            )
         engine: Engine = await _agent_engine(state, request.headers.get(THREAD_HEADER))
         model = AGENT_MODEL
     else:

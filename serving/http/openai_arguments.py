@@ -1,8 +1,8 @@
 """What an OpenAI request body may hold here: every argument either works as OpenAI documents
 it, changes nothing OpenAI promises about the answer, or is refused, never silently ignored.
 
-A client that sends `frequency_penalty: 0.5` or `response_format: json_schema` and gets an
-answer believes the server honoured it. So an argument OpenAI documents that this server does
+A client that sends `frequency_penalty: 0.5` or a `logit_bias` and gets an answer believes
+the server honoured it. So an argument OpenAI documents that this server does
 not implement is a 400 unless it holds the value that means "off", and an argument OpenAI does
 not know is a 400 with OpenAI's own message for it. The arguments that are accepted and do
 nothing are the ones that only describe the request (who sent it, metadata, storage and

@@ -27,8 +27,8 @@ def bench_servers() -> list[int]:
 
 
 async def test_the_bench_reports_every_row_and_leaves_no_server():
-    rows, info = await run_http_bench(concurrency=[1, 2], requests=4, turns=3)
-    assert info == {"concurrency": [1, 2], "requests": 4, "turns": 3}
+    rows, info = await run_http_bench(concurrency=[1, 2], requests=4, turns=3, constrained_tokens=8)
+    assert info == {"concurrency": [1, 2], "requests": 4, "turns": 3, "constrained_tokens": 8}
     assert [row.name for row in rows] == [
         *(
             f"chat completion, {c}: {figure}"
@@ -40,7 +40,11 @@ async def test_the_bench_reports_every_row_and_leaves_no_server():
             for c in ("1 client", "2 clients")
             for p in ("p50", "p99")
         ),
+        "constrained decoding, per token",
     ]
+    constrained = rows[-1]
+    assert constrained.baseline_label == "unconstrained"
+    assert constrained.ratio is not None and constrained.ratio > 0
     assert bench_servers() == []
 
 

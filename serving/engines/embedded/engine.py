@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from opencomposer.serving.engines.embedded.block_manager import BlockManager
+from opencomposer.serving.engines.embedded.constrained import forbid
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.runner import ModelRunner, RunOutput
 from opencomposer.serving.engines.embedded.sampler import Verdict, sample, verify
@@ -117,16 +118,22 @@ class LLMEngine:
 
     def _advance(self, run: Run, output: RunOutput) -> None:
         seq, options = run.seq, run.seq.options
-        if output.logits is None:
+        logits = output.logits
+        if logits is not None and options.banned_token_ids:
+            logits = forbid(logits, options.banned_token_ids)
+        if logits is None:
             verdict, committed = None, len(run.tokens)  # a prompt chunk: nothing to sample yet
         elif run.drafts:
-            verdict = verify(output.logits, run.drafts, options, seq.generator)
+            if seq.constraint is not None:
+                logits = seq.constraint.mask_drafts(logits, run.drafts)
+            verdict = verify(logits, run.drafts, options, seq.generator)
             committed = len(run.tokens) + verdict.accepted
             seq.spec.verify_steps += 1
             seq.spec.drafted += len(run.drafts)
             seq.spec.accepted += verdict.accepted
         else:
-            token, logprob = sample(output.logits[-1], options, seq.generator)
+            last = logits[-1] if seq.constraint is None else seq.constraint.mask(logits[-1])
+            token, logprob = sample(last, options, seq.generator)
             verdict, committed = Verdict(0, [token], [logprob]), len(run.tokens)
         seq.num_cached += committed
         if options.draft_tokens:

@@ -14,6 +14,8 @@ from enum import Enum
 import torch
 from torch import Tensor
 
+from opencomposer.serving.engines.embedded.constrained import Constraint, Grammar
+
 _ids = itertools.count()
 
 
@@ -39,6 +41,12 @@ class SamplingOptions:
     capture_experts: bool = False
     draft_tokens: int = 0
     """Tokens the MTP layer drafts per step (0: no speculation)."""
+
+    grammar: Grammar | None = None
+    """What the output must match (see `constrained`); None: anything."""
+
+    banned_token_ids: frozenset[int] = frozenset()
+    """Tokens never sampled (a tool call's opening marker under `tool_choice: none`)."""
 
     @property
     def greedy(self) -> bool:
@@ -86,6 +94,8 @@ class Sequence:
         self.generator: torch.Generator | None = None
         if self.options.seed is not None:
             self.generator = torch.Generator().manual_seed(self.options.seed)
+        grammar = self.options.grammar
+        self.constraint: Constraint | None = grammar.start() if grammar else None
 
     @property
     def output_ids(self) -> list[int]:
@@ -104,7 +114,10 @@ class Sequence:
         self.token_ids.append(token)
         if logprob is not None:
             self.logprobs.append(logprob)
-        if token in self.options.stop_token_ids:
+        if self.constraint is not None:
+            self.constraint.consume(token)
+        grammar_done = self.constraint is not None and self.constraint.complete
+        if token in self.options.stop_token_ids or grammar_done:
             self.finish("stop")
         elif len(self.output_ids) >= self.options.max_tokens:
             self.finish("length")

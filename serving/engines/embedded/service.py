@@ -42,6 +42,13 @@ from opencomposer.serving.engines.base import (
     Weights,
 )
 from opencomposer.serving.engines.embedded.chat_format import ChatFormat, chat_format_for
+from opencomposer.serving.engines.embedded.constrained import (
+    Grammar,
+    GrammarError,
+    Grammars,
+    constrains,
+    request_grammar,
+)
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.fim import TextPrompts, find_fim
 from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
@@ -125,6 +132,7 @@ class _Loaded:
             if (token := self.tokenizer.token_to_id(text)) is not None
         )
         self.text_prompts = TextPrompts(self.tokenizer, self.stop_ids)
+        self.grammars = Grammars(self.tokenizer, self.model.vocab_size, sorted(self.stop_ids))
         self.worker = EngineWorker(
             LLMEngine(
                 self.model,
@@ -196,6 +204,7 @@ class EmbeddedEngine:
                 else f"the KV cache holds {loaded.context} (engine.kv_cache_tokens)"
             )
             raise ContextLengthExceeded(f"the prompt has {len(prompt)} tokens and {limit}")
+        grammar = await self._grammar(loaded, request) if constrains(request) else None
         options = SamplingOptions(
             temperature=sampling.temperature or 0.0,
             top_p=sampling.top_p or 1.0,
@@ -206,15 +215,13 @@ class EmbeddedEngine:
             logprobs=request.capture.logprobs,
             capture_experts=request.capture.routed_experts,
             draft_tokens=loaded.draft_tokens,
+            grammar=grammar,
+            # `none` keeps the tools in the prompt (a summary shares the turn's cached prefix)
+            # and takes away the tokens that would open a call.
+            banned_token_ids=loaded.grammars.call_openers(loaded.format.tool_format)
+            if request.tool_choice == "none" and request.tools
+            else frozenset(),
         )
-        if request.tool_choice not in (None, "auto", "none"):
-            # Honouring it takes constrained decoding, which this engine does not have yet;
-            # answering in text instead would pass for having obeyed.
-            raise EngineRequestError(
-                f"tool_choice {request.tool_choice!r} needs constrained decoding, which the "
-                "embedded engine does not do yet: send auto or none, or serve through the "
-                "sglang or openai backend"
-            )
         tools = request.prompt is None and request.tool_choice != "none"
         text = TextAssembler(
             loaded.tokenizer,
@@ -245,6 +252,17 @@ class EmbeddedEngine:
         for event in text.finish():
             yield event
         yield Finished(self._result(loaded, prompt, last, text, request))
+
+    @staticmethod
+    async def _grammar(loaded: _Loaded, request: GenerationRequest) -> Grammar | None:
+        """The request's constraint, compiled off the event loop (the first one also maps the
+        vocabulary for the grammar engine)."""
+        try:
+            return await asyncio.to_thread(
+                request_grammar, loaded.grammars, loaded.format.tool_format, request
+            )
+        except GrammarError as exc:
+            raise EngineRequestError(f"cannot constrain the output: {exc}") from exc
 
     @staticmethod
     def _encode(loaded: _Loaded, request: GenerationRequest) -> tuple[list[int], frozenset[int]]:

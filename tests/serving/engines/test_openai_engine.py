@@ -18,6 +18,7 @@ from opencomposer.serving.engines.base import (
     GenerationResult,
     ModelInfo,
     ReasoningDelta,
+    ResponseFormat,
     SamplingParams,
     SpecDecodeStats,
     TextDelta,
@@ -111,6 +112,18 @@ async def test_tool_call_arguments_fragmented_across_chunks(fake):
     body = fake.requests[0]["body"]
     assert body["tools"] == [tool.to_openai()]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+
+
+async def test_response_format_is_forwarded_upstream(fake):
+    fake.enqueue(Replay("text_with_usage"))
+    reply = ResponseFormat(
+        type="json_schema", name="verdict", json_schema={"type": "object"}, strict=True
+    )
+    await collect(make_engine(fake), HELLO.model_copy(update={"response_format": reply}))
+    assert fake.requests[0]["body"]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "verdict", "schema": {"type": "object"}, "strict": True},
+    }
 
 
 async def test_parallel_tool_calls_interleaved_by_index(fake):

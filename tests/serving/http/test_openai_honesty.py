@@ -12,10 +12,6 @@ import pytest
 from support.live_server import live_server
 from support.scripted_engine import Reply, ScriptedEngine
 
-from opencomposer.config import EngineSettings
-from opencomposer.serving.engines.embedded.service import EmbeddedEngine
-from opencomposer.serving.model_store import init
-
 HELLO = [{"role": "user", "content": "hello"}]
 TOOLS = [
     {
@@ -54,7 +50,6 @@ def openai_error(response: httpx.Response) -> dict:
         {"frequency_penalty": 0.5},
         {"presence_penalty": -1},
         {"logit_bias": {"42": 10}},
-        {"response_format": {"type": "json_object"}},
         {"reasoning_effort": "high"},
         {"modalities": ["text", "audio"]},
     ],
@@ -137,26 +132,38 @@ def test_tool_choices_that_cannot_hold_are_refused(server) -> None:
     assert [request.tool_choice for request in engine.requests] == ["read_file", None]
 
 
-def test_the_embedded_engine_refuses_a_forced_tool_call_it_cannot_enforce(
-    tmp_path: Path,
-) -> None:
-    models = tmp_path / "models"
-    init("tiny-moe", models)
-    settings = EngineSettings(
-        model="tiny-moe", device="cpu", kv_cache_tokens=1024, speculative="none"
+def test_response_format_reaches_the_engine_as_sent(server) -> None:
+    url, engine = server
+    client = sdk(url)
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    client.chat.completions.create(
+        model=MODEL,
+        messages=HELLO,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "check", "schema": schema, "strict": True},
+        },
     )
-    with live_server(EmbeddedEngine(settings, models), tmp_path / "home") as url:
-        client = sdk(url)
-        for choice in ("required", {"type": "function", "function": {"name": "read_file"}}):
-            with pytest.raises(openai.BadRequestError, match="constrained decoding"):
-                client.chat.completions.create(
-                    model="tiny-moe", messages=HELLO, tools=TOOLS, tool_choice=choice
-                )
-        # `none` is honoured: the tools are not parsed out of the text, so no call comes back.
-        done = client.chat.completions.create(
-            model="tiny-moe", messages=HELLO, tools=TOOLS, tool_choice="none", max_tokens=8
+    client.chat.completions.create(
+        model=MODEL, messages=HELLO, response_format={"type": "json_object"}
+    )
+    client.chat.completions.create(model=MODEL, messages=HELLO, response_format={"type": "text"})
+    formats = [request.response_format for request in engine.requests]
+    assert formats[0] is not None and formats[0].to_openai() == {
+        "type": "json_schema",
+        "json_schema": {"name": "check", "schema": schema, "strict": True},
+    }
+    assert formats[1] is not None and formats[1].reply_schema() == {"type": "object"}
+    assert formats[2] is None
+
+
+def test_the_agent_refuses_a_response_format(server) -> None:
+    url, engine = server
+    with pytest.raises(openai.BadRequestError, match="response_format"):
+        sdk(url).chat.completions.create(
+            model="opencomposer-agent", messages=HELLO, response_format={"type": "json_object"}
         )
-        assert done.choices[0].message.tool_calls is None
+    assert engine.requests == []
 
 
 @pytest.mark.parametrize(

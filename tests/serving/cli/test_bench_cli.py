@@ -150,6 +150,7 @@ def test_bench_http_reports_every_figure():
             for c in ("1 client", "3 clients")
             for p in ("p50", "p99")
         ),
+        "constrained decoding, per token",
     ]
     for row in report["rows"]:
         assert row["ours"] > 0 and row["baseline"] > 0 and row["ratio"] > 0

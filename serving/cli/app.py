@@ -19,6 +19,7 @@ from opencomposer.serving.cli.doctor_cmd import doctor
 from opencomposer.serving.cli.engine_cmd import engine_app
 from opencomposer.serving.cli.lsp_cmd import lsp
 from opencomposer.serving.cli.models_cmd import models_app
+from opencomposer.serving.cli.options import FLAG
 from opencomposer.serving.cli.protocol_cmd import protocol_app
 from opencomposer.serving.cli.serve_cmd import serve
 from opencomposer.serving.cli.tools_cmd import tool, tools
@@ -56,7 +57,10 @@ def _version(show: bool) -> None:
 @app.callback()
 def root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version.", metavar=FLAG
+        ),
     ] = False,
 ) -> None:
     """An open, self-hostable IDE coding-agent server."""

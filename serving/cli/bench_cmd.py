@@ -8,7 +8,13 @@ import typer
 from rich.table import Table
 
 from opencomposer.bench.report import print_bench
-from opencomposer.serving.cli.options import ConfigOverrides, Json, overrides_from, settings_for
+from opencomposer.serving.cli.options import (
+    FLAG,
+    ConfigOverrides,
+    Json,
+    overrides_from,
+    settings_for,
+)
 from opencomposer.serving.cli.output import err, out
 
 bench_app = typer.Typer(
@@ -113,7 +119,8 @@ def http(
         bool,
         typer.Option(
             help="Also time the README's turn with the default model (about a minute on a CPU; "
-            "pulls the model when it is missing)."
+            "pulls the model when it is missing).",
+            metavar=FLAG,
         ),
     ] = True,
     json: Json = False,
@@ -174,7 +181,8 @@ def security(
         bool,
         typer.Option(
             help="Also time how long a fork bomb lives at the process limit (only where a cgroup "
-            "enforces it)."
+            "enforces it).",
+            metavar=FLAG,
         ),
     ] = True,
     config: ConfigOverrides = None,

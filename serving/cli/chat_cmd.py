@@ -37,7 +37,7 @@ _ANSWERS = {"y": "approve", "a": "approve_for_thread", "n": "deny", "s": "abort"
 
 
 def chat(
-    request: Annotated[str, typer.Argument(help="What the agent should do.")],
+    request: Annotated[str, typer.Argument(help="What the agent should do.", metavar="REQUEST")],
     workspace: Workspace = None,
     engine: EngineSpec = None,
     model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,

@@ -19,6 +19,7 @@ import typer
 
 from opencomposer.config import Settings
 from opencomposer.serving.cli.options import (
+    FLAG,
     ConfigOverrides,
     EngineSpec,
     Json,
@@ -71,7 +72,7 @@ def _load_tools(path: Path | None) -> list[ToolSpec]:
 
 @engine_app.command("generate")
 def generate(
-    prompt: Annotated[str, typer.Argument(help="The user message.")],
+    prompt: Annotated[str, typer.Argument(help="The user message.", metavar="PROMPT")],
     system: Annotated[str | None, typer.Option(help="A system message.")] = None,
     tools: Annotated[
         Path | None, typer.Option(help="JSON file of tools the model may call.", exists=True)
@@ -288,7 +289,10 @@ def logits(
     ] = None,
     mtp: Annotated[
         bool,
-        typer.Option(help="Also write the MTP layer's logits [tokens - 1, vocab] to FILE.mtp.npy."),
+        typer.Option(
+            help="Also write the MTP layer's logits [tokens - 1, vocab] to FILE.mtp.npy.",
+            metavar=FLAG,
+        ),
     ] = False,
     device: Device = None,
     dtype: Dtype = None,

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from opencomposer.serving.cli.options import (
+    FLAG,
     Approval,
     ConfigOverrides,
     EngineSpec,
@@ -35,6 +36,7 @@ def lsp(
             "--stdio",
             help="Speak LSP over stdin and stdout: the default, and what editors pass "
             "when they launch a server.",
+            metavar=FLAG,
         ),
     ] = False,
     tcp: Annotated[
@@ -43,13 +45,15 @@ def lsp(
     ] = None,
     check: Annotated[
         bool,
-        typer.Option("--check", help="Print the capabilities the server advertises, then exit."),
+        typer.Option(
+            "--check", help="Print the capabilities the server advertises, then exit.", metavar=FLAG
+        ),
     ] = False,
     engine: EngineSpec = None,
     approval: Approval = None,
     workspace: Workspace = None,
     config: ConfigOverrides = None,
-    node_ipc: Annotated[bool, typer.Option("--node-ipc", hidden=True)] = False,
+    node_ipc: Annotated[bool, typer.Option("--node-ipc", hidden=True, metavar=FLAG)] = False,
     socket: Annotated[str | None, typer.Option("--socket", hidden=True)] = None,
     pipe: Annotated[str | None, typer.Option("--pipe", hidden=True)] = None,
 ) -> None:

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from opencomposer.serving import model_store as store
 from opencomposer.serving.cli.options import (
+    FLAG,
     ConfigOverrides,
     Json,
     Workspace,
@@ -94,7 +95,11 @@ def init(
     seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Replace the model if it exists (trained weights included)."),
+        typer.Option(
+            "--force",
+            help="Replace the model if it exists (trained weights included).",
+            metavar=FLAG,
+        ),
     ] = False,
     workspace: Workspace = None,
     config: ConfigOverrides = None,

@@ -1,5 +1,6 @@
 """Options shared by commands, and turning them into settings."""
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -8,6 +9,9 @@ import typer
 from opencomposer.config import LoadedSettings, load_settings, parse_override
 from opencomposer.logs import configure_logging
 from opencomposer.redact import Redactor
+
+FLAG = ""
+"""The metavar of an on/off option: typer would print `<bool>` where no value is given."""
 
 Workspace = Annotated[
     Path | None,
@@ -26,24 +30,34 @@ ConfigOverrides = Annotated[
         "--config",
         "-c",
         metavar="KEY=VALUE",
-        help="Override a setting, e.g. -c engine.base_url=http://127.0.0.1:30000/v1 "
+        help="Override a setting, e.g. -c agent.max_steps=20 or -c engine.model=tiny-moe "
         "(value read as TOML, else as a string). Repeatable.",
     ),
 ]
-Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.", metavar=FLAG)]
 EngineSpec = Annotated[
     str | None,
     typer.Option(
         "--engine",
         metavar="BACKEND:TARGET",
         help="The model engine: embedded:MODEL (a model name or folder, run in this process), "
-        "openai:URL (any OpenAI-compatible server) or sglang:MODEL_PATH[,key=value...] "
-        "(launch SGLang; GPU hosts). Default: engine.* from the config.",
+        "openai:URL (any OpenAI-compatible server) or sglang:PATH (launch SGLang for a "
+        "checkpoint, GPU hosts; SGLang flags follow as ,key=value). Default: engine.* from "
+        "the config.",
     ),
 ]
 
+
+class ApprovalPreset(StrEnum):
+    """`--approval`: how tool calls that write, are dangerous or reach out are handled."""
+
+    auto = "auto"
+    ask = "ask"
+    deny = "deny"
+
+
 Approval = Annotated[
-    str | None,
+    ApprovalPreset | None,
     typer.Option(
         help="auto: run every call; ask: ask before anything that writes or reaches out; "
         "deny: refuse those. Default: agent.approval from the config.",
@@ -52,18 +66,16 @@ Approval = Annotated[
 
 _APPROVAL_PRESETS = {
     # Read-only calls always run; the preset decides everything else.
-    "auto": {"writes_workspace": "auto", "dangerous": "auto", "network": "auto"},
-    "ask": {"writes_workspace": "ask", "dangerous": "ask", "network": "ask"},
-    "deny": {"writes_workspace": "deny", "dangerous": "deny", "network": "deny"},
+    ApprovalPreset.auto: {"writes_workspace": "auto", "dangerous": "auto", "network": "auto"},
+    ApprovalPreset.ask: {"writes_workspace": "ask", "dangerous": "ask", "network": "ask"},
+    ApprovalPreset.deny: {"writes_workspace": "deny", "dangerous": "deny", "network": "deny"},
 }
 
 
-def approval_overrides(preset: str | None) -> dict[str, Any]:
-    """`--approval auto|ask|deny` as config overrides."""
+def approval_overrides(preset: ApprovalPreset | None) -> dict[str, Any]:
+    """`--approval auto|ask|deny` as config overrides (typer has refused anything else)."""
     if preset is None:
         return {}
-    if preset not in _APPROVAL_PRESETS:
-        raise typer.BadParameter("use auto, ask or deny", param_hint="--approval")
     return {f"agent.approval.{k}": v for k, v in _APPROVAL_PRESETS[preset].items()}
 
 

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opencomposer.serving.cli.options import (
+    FLAG,
     ConfigOverrides,
     Json,
     Workspace,
@@ -208,7 +209,9 @@ def export(
     for_training: Annotated[
         bool,
         typer.Option(
-            "--for-training", help="Only threads of workspaces that consented to training."
+            "--for-training",
+            help="Only threads of workspaces that consented to training.",
+            metavar=FLAG,
         ),
     ] = False,
     config: ConfigOverrides = None,
@@ -264,9 +267,14 @@ def consent(
         ),
     ],
     allow: Annotated[
-        bool, typer.Option("--allow", help="Allow this workspace's traces to be used for training.")
+        bool,
+        typer.Option(
+            "--allow", help="Allow this workspace's traces to be used for training.", metavar=FLAG
+        ),
     ] = False,
-    revoke: Annotated[bool, typer.Option("--revoke", help="Take that permission back.")] = False,
+    revoke: Annotated[
+        bool, typer.Option("--revoke", help="Take that permission back.", metavar=FLAG)
+    ] = False,
     config: ConfigOverrides = None,
 ) -> None:
     """Show or set whether a workspace's traces may be used for training (default: no)."""

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.fake_openai import Replay, Status, ThreadedFakeOpenAI
@@ -31,6 +32,40 @@ def test_help_lists_only_working_commands():
     for command in ("doctor", "serve", "config", "engine", "protocol"):
         assert command in out
     assert run("--version").stdout.startswith("opencomposer ")
+
+
+def every_command() -> list[list[str]]:
+    """The argv of every command and subcommand, read from the command tree typer builds."""
+    import typer.main
+
+    from opencomposer.serving.cli.app import app
+
+    found: list[list[str]] = []
+
+    def walk(command: Any, path: list[str]) -> None:  # typer's own click, vendored
+        found.append(path)
+        if hasattr(command, "commands"):  # a group
+            for name, sub in command.commands.items():
+                if not sub.hidden:
+                    walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_help_shows_values_not_placeholders_and_nothing_cut():
+    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
+    commands = every_command()
+    assert ["chat"] in commands and ["traces", "export"] in commands
+    for argv in commands:
+        shown = run(*argv, "--help", **env).stdout
+        lines = [line for line in shown.splitlines() if "--help" not in line]
+        assert not any("<bool>" in line for line in lines), (argv, shown)  # flags take no value
+        assert "…" not in shown, (argv, shown)  # an example cut short cannot be copied
+    chat = run("chat", "--help").stdout
+    assert "<auto|ask|deny>" in chat and "{REQUEST}" in chat
+    refused = run("chat", "--approval", "maybe", "x", check_rc=2, COLUMNS="200")
+    assert "'maybe' is not one of 'auto', 'ask', 'deny'" in refused.stderr
 
 
 def test_config_show_json_reports_values_and_sources(tmp_path: Path):

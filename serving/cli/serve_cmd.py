@@ -85,6 +85,7 @@ def serve(
     # The agent is served as a model too: an OpenAI client that chats with it runs turns.
     served = f"{model} and {AGENT_MODEL} (the agent)"
     if token is None:
+        out.print(f"Web page: {url}/", soft_wrap=True)
         out.print(f"Models: {served}. OpenAI clients: base_url={url}/v1")
         err.print(
             '[yellow]server.auth = "none": any program on this machine can drive the '

@@ -24,10 +24,13 @@ class Served:
     url: str
     token: str | None
     page: str | None
-    """The page URL printed, with its `?token=`."""
+    """The page URL printed (with its `?token=` when the server has one)."""
 
     models: str
     """What the banner says is served."""
+
+    banner: str
+    """Everything the server printed before it served."""
 
     proc: subprocess.Popen
 
@@ -60,7 +63,12 @@ def serving(*args: str, cwd: Path | None = None) -> Iterator[Served]:
         models = re.search(r"Models: (.+?)\. OpenAI clients", text)
         assert models, text
         yield Served(
-            match.group(1), token and token.group(1), page and page.group(1), models.group(1), proc
+            match.group(1),
+            token and token.group(1),
+            page and page.group(1),
+            models.group(1),
+            text,
+            proc,
         )
     finally:
         proc.send_signal(signal.SIGINT)

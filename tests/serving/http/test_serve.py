@@ -21,6 +21,8 @@ def test_serves_health_schema_and_index_on_loopback_with_the_printed_token():
         assert served.get("/v1/protocol/schema", served.token).json() == protocol_schema()
         assert served.page == f"{served.url}/?token={served.token}"
         assert served.models == "smollm2-135m (embedded engine) and opencomposer-agent (the agent)"
+        for route in ("/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/threads"):
+            assert f"{served.url}{route} " in served.banner
         index = httpx.get(served.page, timeout=10).text  # the page opens from the printed URL
         assert "/v1/protocol/schema" in index and "/v1/chat/completions" in index
     assert served.proc.returncode == 130  # a graceful stop on Ctrl-C, with the shell's status
@@ -64,7 +66,7 @@ def test_configured_token_is_enforced_on_loopback_too():
 
 def test_auth_none_is_honoured_on_loopback_only():
     with serving("-c", 'server.auth="none"') as served:
-        assert served.token is None and served.page is None
+        assert served.token is None and served.page == f"{served.url}/"  # no token to carry
         assert served.get("/v1/threads").status_code == 200
         assert served.get("/v1/threads", Host="evil.example").status_code == 403
     assert 'server.auth = "none"' in served.proc.stderr.read()

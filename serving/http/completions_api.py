@@ -29,6 +29,7 @@ from opencomposer.serving.http.model_api import (
     OpenAIError,
     State,
     StreamOptions,
+    default_temperature,
     openai_error_response,
     resolve_model,
     respond,
@@ -36,7 +37,6 @@ from opencomposer.serving.http.model_api import (
     validation_error,
 )
 from opencomposer.serving.http.openai_arguments import (
-    OPENAI_DEFAULT_TEMPERATURE,
     PENALTIES_OFF,
     OpenAIRequest,
 )
@@ -84,7 +84,7 @@ class CompletionRequest(OpenAIRequest):
     def prompt_text(self) -> str:
         return self.prompt[0] if isinstance(self.prompt, list) else self.prompt
 
-    def to_generation(self) -> GenerationRequest:
+    def to_generation(self, default_temperature: float | None) -> GenerationRequest:
         if self.echo and self.suffix is not None:
             raise OpenAIError(400, "echo cannot be combined with suffix", param="echo")
         stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
@@ -92,9 +92,7 @@ class CompletionRequest(OpenAIRequest):
         return GenerationRequest(
             prompt=TextPrompt(prefix=self.prompt_text, suffix=self.suffix),
             sampling=SamplingParams(
-                temperature=OPENAI_DEFAULT_TEMPERATURE
-                if self.temperature is None
-                else self.temperature,
+                temperature=default_temperature if self.temperature is None else self.temperature,
                 top_p=self.top_p,
                 max_tokens=self.max_tokens,
                 stop=stop,
@@ -118,7 +116,7 @@ async def completions(body: CompletionRequest, state: State) -> Response:
     if body.suffix is not None:
         await _check_fills_middle(state, model)
     try:
-        generation = body.to_generation()
+        generation = body.to_generation(default_temperature(state))
     except ValidationError as exc:
         raise validation_error(exc) from None
     reply = TextReply(

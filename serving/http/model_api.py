@@ -294,7 +294,9 @@ class ChatCompletionRequest(OpenAIRequest):
             )
         return self
 
-    def to_generation(self) -> GenerationRequest:
+    def to_generation(self, default_temperature: float | None) -> GenerationRequest:
+        """`default_temperature` stands in for a temperature the client left out (None: the
+        engine's upstream applies its own)."""
         stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
         choice = self.tool_choice
         return GenerationRequest(
@@ -310,9 +312,7 @@ class ChatCompletionRequest(OpenAIRequest):
             tool_choice=choice.function.name if isinstance(choice, NamedToolChoice) else choice,
             response_format=response_format(self.response_format),
             sampling=SamplingParams(
-                temperature=OPENAI_DEFAULT_TEMPERATURE
-                if self.temperature is None
-                else self.temperature,
+                temperature=default_temperature if self.temperature is None else self.temperature,
                 top_p=self.top_p,
                 max_tokens=self.max_completion_tokens or self.max_tokens,
                 stop=stop,
@@ -369,7 +369,7 @@ async def chat_completions(body: ChatCompletionRequest, state: State, request: R
         engine = state.engine
         model = await resolve_model(state, body.model)
     try:
-        generation = body.to_generation()
+        generation = body.to_generation(default_temperature(state))
     except ValidationError as exc:
         raise validation_error(exc) from None
     include_usage = body.stream_options is not None and body.stream_options.include_usage
@@ -434,6 +434,11 @@ async def _agent_engine(state: ServerState, thread_id: str | None) -> Engine:
     return AgentChatEngine(api, thread_id)
 
 
+def default_temperature(state: ServerState) -> float | None:
+    """OpenAI's default for a request without a temperature, unless an upstream has its own."""
+    return None if state.forwards_requests else OPENAI_DEFAULT_TEMPERATURE
+
+
 async def resolve_model(state: ServerState, requested: str | None) -> str:
     """The model id to answer with. A requested one must be served (404 otherwise), except
     by an OpenAI-compatible upstream: many serve their one model under any name (llama.cpp
@@ -444,7 +449,7 @@ async def resolve_model(state: ServerState, requested: str | None) -> str:
         raise engine_error(exc) from None
     if requested is None:
         return served[0] if served else "unknown"
-    if requested not in served and state.settings.engine.backend != "openai":
+    if requested not in served and not state.forwards_requests:
         raise OpenAIError(
             404,
             f"the model {requested!r} does not exist; served: {', '.join(served)}",

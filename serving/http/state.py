@@ -22,6 +22,13 @@ class ServerState:
     runtime: AgentRuntime
     _models: tuple[float, list[ModelInfo]] | None = field(default=None, repr=False)
 
+    @property
+    def forwards_requests(self) -> bool:
+        """Whether an OpenAI-compatible upstream answers the model routes: then what a client
+        leaves out (a temperature, a model name it does not list) is the upstream's to
+        decide, not ours to fill in."""
+        return self.settings.engine.backend == "openai"
+
     async def models(self) -> list[ModelInfo]:
         """The engine's models, asked again at most every MODELS_TTL seconds."""
         now = time.monotonic()

@@ -65,3 +65,16 @@ def test_a_client_that_does_not_stream_gets_the_upstreams_usage(upstream):
     assert reply.model == "smollm2"
     sent = fake.requests[0]["body"]
     assert (sent["model"], "stream" in sent) == (GGUF, False)
+
+
+def test_what_the_client_leaves_out_is_left_to_the_upstream(upstream):
+    """No temperature means the upstream's default (llama.cpp's is 0.8), not OpenAI's 1.0
+    filled in here; one the client sends is passed as sent."""
+    fake, client = upstream
+    fake.enqueue(Whole("llamacpp_python_text_reply"))
+    fake.enqueue(Whole("llamacpp_python_text_reply"))
+    client.chat.completions.create(model="smollm2", messages=HELLO)
+    client.chat.completions.create(model="smollm2", messages=HELLO, temperature=0.3)
+    left_out, sent = (request["body"] for request in fake.requests)
+    assert set(left_out) == {"model", "messages"}
+    assert sent["temperature"] == 0.3

@@ -52,6 +52,7 @@ from opencomposer.serving.engines.errors import (
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
 from opencomposer.serving.http.errors import describe, translating_route, validation_problems
+from opencomposer.serving.http.logprobs import chat_logprobs
 from opencomposer.serving.http.openai_arguments import (
     OPENAI_DEFAULT_TEMPERATURE,
     PENALTIES_OFF,
@@ -248,6 +249,12 @@ class ChatCompletionRequest(OpenAIRequest):
             )
         return self
 
+    @model_validator(mode="after")
+    def _top_logprobs_need_logprobs(self) -> "ChatCompletionRequest":
+        if self.top_logprobs and not self.logprobs:
+            raise PydanticCustomError("logprobs_off", "top_logprobs needs logprobs set to true", {})
+        return self
+
     def to_generation(self) -> GenerationRequest:
         stop = [self.stop] if isinstance(self.stop, str) else self.stop or []
         choice = self.tool_choice
@@ -271,7 +278,7 @@ class ChatCompletionRequest(OpenAIRequest):
                 stop=stop,
                 seed=self.seed,
             ),
-            # Token ids name the tokens in the logprobs: this layer has no tokenizer.
+            # Token ids name the tokens of a backend that does not say their text.
             capture=Capture(
                 logprobs=self.logprobs, token_ids=self.logprobs, top_logprobs=self.top_logprobs or 0
             ),
@@ -319,7 +326,7 @@ async def chat_completions(body: ChatCompletionRequest, state: State, request: R
     return await respond(
         engine,
         generation,
-        ChatReply(model=model, logprobs=body.logprobs),
+        ChatReply(model=model, top_logprobs=(body.top_logprobs or 0) if body.logprobs else None),
         stream=body.stream,
         include_usage=include_usage,
     )
@@ -471,9 +478,10 @@ class Envelope:
 
 
 class ChatReply(Envelope):
-    def __init__(self, *, model: str, logprobs: bool) -> None:
+    def __init__(self, *, model: str, top_logprobs: int | None) -> None:
+        """`top_logprobs`: alternatives per token; None when logprobs were not asked for."""
         super().__init__(prefix="chatcmpl", model=model)
-        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
 
     def opening(self) -> list[dict[str, Any]]:
         return [self.chunk({"role": "assistant", "content": ""})]
@@ -521,7 +529,8 @@ class ChatReply(Envelope):
                     self.chunk({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
                 ]
             case Finished(result):
-                # Engines report logprobs with the result, so they ride on the finish chunk.
+                # Engines report logprobs with the result, so all of them ride on the finish
+                # chunk (the text chunks carry none).
                 chunks = [self.chunk({}, result.finish_reason, self._logprobs(result))]
                 if include_usage:
                     chunks.append(
@@ -531,21 +540,9 @@ class ChatReply(Envelope):
         return []
 
     def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
-        """OpenAI's logprobs object. Tokens are named `token_id:N` (vLLM's convention when it
-        returns ids), as the engine reports ids, not text; top alternatives are not recorded."""
-        if not self.logprobs or result.tokens is None or result.tokens.logprobs is None:
-            return None
-        ids = result.tokens.completion_token_ids or []
-        content: list[dict[str, object]] = [
-            {
-                "token": f"token_id:{ids[i]}" if i < len(ids) else "",
-                "logprob": logprob,
-                "bytes": None,
-                "top_logprobs": [],
-            }
-            for i, logprob in enumerate(result.tokens.logprobs)
-        ]
-        return {"content": content, "refusal": None}
+        return (
+            None if self.top_logprobs is None else chat_logprobs(result.tokens, self.top_logprobs)
+        )
 
 
 def usage_json(result: GenerationResult) -> dict[str, Any] | None:

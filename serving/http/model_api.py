@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Protocol
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from opencomposer.agent.api import AgentAPI
@@ -249,11 +249,12 @@ class ChatCompletionRequest(OpenAIRequest):
             )
         return self
 
-    @model_validator(mode="after")
-    def _top_logprobs_need_logprobs(self) -> "ChatCompletionRequest":
-        if self.top_logprobs and not self.logprobs:
-            raise PydanticCustomError("logprobs_off", "top_logprobs needs logprobs set to true", {})
-        return self
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs_need_logprobs(cls, top: int | None, info: ValidationInfo) -> int | None:
+        if top and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs set to true")
+        return top
 
     def to_generation(self) -> GenerationRequest:
         stop = [self.stop] if isinstance(self.stop, str) else self.stop or []

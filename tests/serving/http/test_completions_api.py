@@ -16,7 +16,6 @@ from opencomposer.serving.engines.base import GenerationResult, TextPrompt, Toke
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
 from opencomposer.serving.engines.errors import ContextLengthExceeded
 from opencomposer.serving.engines.replay import ReplayEngine
-from opencomposer.serving.model_store import init
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n\nprint(add(1, 2))\n"
@@ -157,13 +156,6 @@ def test_agent_and_unknown_models_and_engine_errors(tmp_path: Path):
     assert agent.value.body["code"] == "model_not_supported"
     assert unknown.value.body["code"] == "model_not_found"
     assert too_long.value.body["code"] == "context_length_exceeded"
-
-
-@pytest.fixture(scope="module")
-def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("models")
-    init("tiny-moe", directory)
-    return directory
 
 
 def test_the_embedded_tiny_model_fills_a_middle(tmp_path: Path, tiny_models_dir: Path):

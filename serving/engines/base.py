@@ -113,6 +113,8 @@ class Capture(_Wire):
     token_ids: bool = False
     logprobs: bool = False
     top_logprobs: int = Field(default=0, ge=0, le=20)
+    """With `logprobs`: how many most likely alternatives to record at each output token."""
+
     routed_experts: bool = False
     spec_stats: bool = False
 
@@ -238,6 +240,26 @@ class Usage:
     cached_tokens: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A token as OpenAI's logprobs show it: its text, its exact bytes, its log-probability.
+
+    `bytes` is exactly the token's (None when the backend does not say): a byte-level token
+    holding part of a multi-byte character has bytes that are not UTF-8 on their own, and
+    its `token` text shows them escaped (`\\xe4`), as OpenAI does."""
+
+    token: str
+    bytes: bytes | None
+    logprob: float
+
+
+@dataclass(frozen=True, slots=True)
+class SampledToken(TokenLogprob):
+    """An output token with the most likely tokens at its position, best first."""
+
+    top_logprobs: tuple[TokenLogprob, ...] = ()
+
+
 @dataclass(slots=True)
 class TokenTrace:
     """Token-level record of a generation, as sampled (never re-tokenized)."""
@@ -246,6 +268,12 @@ class TokenTrace:
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     """Log-probability of each sampled completion token."""
+
+    sampled: list[SampledToken] | None = None
+    """The output's tokens as text, with their alternatives when `Capture.top_logprobs` asks,
+    for the OpenAI surface; set with `logprobs` by engines that know the tokens' text. Only
+    the tokens the output's text is made of (a stop token ending it is not one of them), so
+    it may be shorter than `logprobs`; model-call records do not store it."""
 
     routed_experts: np.ndarray | None = None
     """int32 [positions, layers * top_k]: experts chosen at each position (prompt and

@@ -23,6 +23,7 @@ from opencomposer.serving.engines.base import (
     FinishReason,
     GenerationResult,
     ReasoningDelta,
+    SampledToken,
     SpecDecodeStats,
     TextDelta,
     TokenTrace,
@@ -37,6 +38,7 @@ from opencomposer.serving.engines.errors import (
     EngineStreamInterrupted,
 )
 from opencomposer.serving.engines.tool_text import ParsedToolCall, ToolTextParser
+from opencomposer.serving.engines.upstream_logprobs import read_logprobs
 
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -88,6 +90,7 @@ class ChatStreamAssembler:
         self._prompt_ids: list[int] | None = None
         self._completion_ids: list[int] | None = None
         self._logprobs: list[float] | None = None
+        self._sampled: list[SampledToken] | None = None
         self._routed_experts: np.ndarray | None = None
         self._spec: SpecDecodeStats | None = None
 
@@ -138,14 +141,9 @@ class ChatStreamAssembler:
             self._finish = _expect(choice["finish_reason"], str, "finish_reason")
 
     def _read_logprobs(self, logprobs: dict[str, Any]) -> None:
-        if "token_logprobs" in logprobs:  # text completions: parallel lists
-            values = _expect(logprobs["token_logprobs"] or [], list, "token_logprobs")
-        else:
-            values = [
-                _expect(e, dict, "a logprob entry").get("logprob", 0.0)
-                for e in logprobs.get("content") or []
-            ]
-        self._logprobs = (self._logprobs or []) + [float(v or 0.0) for v in values]
+        tokens = read_logprobs(logprobs)
+        self._sampled = (self._sampled or []) + tokens
+        self._logprobs = (self._logprobs or []) + [t.logprob for t in tokens]
 
     def _read_content(self, content: str, events: list[EngineEvent]) -> None:
         if self._text_parser is None:
@@ -288,6 +286,7 @@ class ChatStreamAssembler:
             prompt_token_ids=self._prompt_ids,
             completion_token_ids=self._completion_ids,
             logprobs=self._logprobs,
+            sampled=self._sampled,
             routed_experts=experts,
         )
 

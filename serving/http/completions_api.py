@@ -23,6 +23,7 @@ from opencomposer.serving.engines.base import (
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL
 from opencomposer.serving.http.errors import translating_route
+from opencomposer.serving.http.logprobs import completion_logprobs
 from opencomposer.serving.http.model_api import (
     INT64,
     Envelope,
@@ -98,7 +99,9 @@ class CompletionRequest(OpenAIRequest):
                 stop=stop,
                 seed=self.seed,
             ),
-            capture=Capture(logprobs=wants_logprobs, token_ids=wants_logprobs),
+            capture=Capture(
+                logprobs=wants_logprobs, token_ids=wants_logprobs, top_logprobs=self.logprobs or 0
+            ),
             model=self.model,
         )
 
@@ -120,7 +123,7 @@ async def completions(body: CompletionRequest, state: State) -> Response:
     except ValidationError as exc:
         raise validation_error(exc) from None
     reply = TextReply(
-        model=model, echo=body.prompt_text if body.echo else "", logprobs=body.logprobs is not None
+        model=model, echo=body.prompt_text if body.echo else "", logprobs=body.logprobs
     )
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     return await respond(
@@ -147,12 +150,13 @@ async def _check_fills_middle(state: State, model: str) -> None:
 
 
 class TextReply(Envelope):
-    """`text_completion` objects. Logprobs name tokens by id (`token_id:N`, as for chat):
-    this layer has no tokenizer, and the engine reports ids."""
+    """`text_completion` objects. Logprobs cover the completion's tokens (an echoed prompt's
+    are not scored), with offsets into the returned text, echo included."""
 
     KIND = "text_completion"
 
-    def __init__(self, *, model: str, echo: str, logprobs: bool) -> None:
+    def __init__(self, *, model: str, echo: str, logprobs: int | None) -> None:
+        """`logprobs`: alternatives per token; None when logprobs were not asked for."""
         super().__init__(prefix="cmpl", model=model)
         self.echo = echo
         self.logprobs = logprobs
@@ -185,13 +189,6 @@ class TextReply(Envelope):
         return []
 
     def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
-        if not self.logprobs or result.tokens is None or result.tokens.logprobs is None:
+        if self.logprobs is None:
             return None
-        ids = result.tokens.completion_token_ids or []
-        values = result.tokens.logprobs
-        return {
-            "tokens": [f"token_id:{ids[i]}" if i < len(ids) else "" for i in range(len(values))],
-            "token_logprobs": list(values),
-            "top_logprobs": None,
-            "text_offset": None,
-        }
+        return completion_logprobs(result.tokens, self.logprobs, len(self.echo))

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Protocol
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from opencomposer.agent.api import AgentAPI
@@ -54,6 +54,7 @@ from opencomposer.serving.engines.errors import (
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
 from opencomposer.serving.http.errors import describe, translating_route, validation_problems
+from opencomposer.serving.http.logprobs import chat_logprobs
 from opencomposer.serving.http.openai_arguments import (
     OPENAI_DEFAULT_TEMPERATURE,
     PENALTIES_OFF,
@@ -294,6 +295,13 @@ class ChatCompletionRequest(OpenAIRequest):
             )
         return self
 
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs_need_logprobs(cls, top: int | None, info: ValidationInfo) -> int | None:
+        if top and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs set to true")
+        return top
+
     def to_generation(self, default_temperature: float | None) -> GenerationRequest:
         """`default_temperature` stands in for a temperature the client left out (None: the
         engine's upstream applies its own)."""
@@ -318,7 +326,7 @@ class ChatCompletionRequest(OpenAIRequest):
                 stop=stop,
                 seed=self.seed,
             ),
-            # Token ids name the tokens in the logprobs: this layer has no tokenizer.
+            # Token ids name the tokens of a backend that does not say their text.
             capture=Capture(
                 logprobs=self.logprobs, token_ids=self.logprobs, top_logprobs=self.top_logprobs or 0
             ),
@@ -376,7 +384,7 @@ async def chat_completions(body: ChatCompletionRequest, state: State, request: R
     return await respond(
         engine,
         generation,
-        ChatReply(model=model, logprobs=body.logprobs),
+        ChatReply(model=model, top_logprobs=(body.top_logprobs or 0) if body.logprobs else None),
         stream=body.stream,
         include_usage=include_usage,
     )
@@ -537,9 +545,10 @@ class Envelope:
 
 
 class ChatReply(Envelope):
-    def __init__(self, *, model: str, logprobs: bool) -> None:
+    def __init__(self, *, model: str, top_logprobs: int | None) -> None:
+        """`top_logprobs`: alternatives per token; None when logprobs were not asked for."""
         super().__init__(prefix="chatcmpl", model=model)
-        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
 
     def opening(self) -> list[dict[str, Any]]:
         return [self.chunk({"role": "assistant", "content": ""})]
@@ -587,7 +596,8 @@ class ChatReply(Envelope):
                     self.chunk({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
                 ]
             case Finished(result):
-                # Engines report logprobs with the result, so they ride on the finish chunk.
+                # Engines report logprobs with the result, so all of them ride on the finish
+                # chunk (the text chunks carry none).
                 chunks = [self.chunk({}, result.finish_reason, self._logprobs(result))]
                 if include_usage:
                     chunks.append(
@@ -597,21 +607,9 @@ class ChatReply(Envelope):
         return []
 
     def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
-        """OpenAI's logprobs object. Tokens are named `token_id:N` (vLLM's convention when it
-        returns ids), as the engine reports ids, not text; top alternatives are not recorded."""
-        if not self.logprobs or result.tokens is None or result.tokens.logprobs is None:
-            return None
-        ids = result.tokens.completion_token_ids or []
-        content: list[dict[str, object]] = [
-            {
-                "token": f"token_id:{ids[i]}" if i < len(ids) else "",
-                "logprob": logprob,
-                "bytes": None,
-                "top_logprobs": [],
-            }
-            for i, logprob in enumerate(result.tokens.logprobs)
-        ]
-        return {"content": content, "refusal": None}
+        return (
+            None if self.top_logprobs is None else chat_logprobs(result.tokens, self.top_logprobs)
+        )
 
 
 def usage_json(result: GenerationResult) -> dict[str, Any] | None:

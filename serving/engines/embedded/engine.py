@@ -6,6 +6,7 @@ release the finished. It is synchronous and single-threaded on purpose; `Embedde
 drives it from a worker thread for the asyncio side.
 """
 
+from collections import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from opencomposer.serving.engines.embedded.block_manager import BlockManager
 from opencomposer.serving.engines.embedded.constrained import forbid
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.runner import ModelRunner, RunOutput
-from opencomposer.serving.engines.embedded.sampler import Verdict, sample, verify
+from opencomposer.serving.engines.embedded.sampler import Verdict, sample, top_logprobs, verify
 from opencomposer.serving.engines.embedded.scheduler import Run, Scheduler
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions, Sequence
 from opencomposer.serving.engines.embedded.speculative import MTPProposer, can_draft
@@ -135,14 +136,29 @@ class LLMEngine:
             last = logits[-1] if seq.constraint is None else seq.constraint.mask(logits[-1])
             token, logprob = sample(last, options, seq.generator)
             verdict, committed = Verdict(0, [token], [logprob]), len(run.tokens)
+            logits = last[None]  # the row the token was drawn from, as masked
         seq.num_cached += committed
         if options.draft_tokens:
             seq.mtp_hidden.extend(output.hidden[:committed].unbind(0))
         if output.experts is not None and options.capture_experts:
             seq.routed_experts.append(output.experts[:committed])
         if verdict is not None:
-            for token, logprob in zip(verdict.tokens, verdict.logprobs, strict=True):
-                seq.append(token, logprob if options.logprobs else None)
+            # Alternatives come from the logits as masked and banned: what could be drawn.
+            tops = self._alternatives(run, logits, verdict) or [None] * len(verdict.tokens)
+            for token, logprob, top in zip(verdict.tokens, verdict.logprobs, tops, strict=True):
+                seq.append(token, logprob if options.logprobs else None, top)
                 if seq.finished:
                     break
         self.blocks.register(seq)
+
+    @staticmethod
+    def _alternatives(
+        run: Run, logits: Tensor | None, verdict: Verdict
+    ) -> abc.Sequence[list[tuple[int, float]] | None] | None:
+        """The top alternatives at each token of `verdict`, only when asked: the last row of
+        a plain step, the first rows of a verification (row s scored token s)."""
+        options = run.seq.options
+        if logits is None or not (options.logprobs and options.top_logprobs):
+            return None
+        rows = logits[: len(verdict.tokens)] if run.drafts else logits[-1:]
+        return top_logprobs(rows, options, options.top_logprobs)

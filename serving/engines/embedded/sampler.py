@@ -7,7 +7,9 @@ never changes what the model would have produced: greedy output is the same toke
 and sampled output has exactly the same distribution (the rejection sampling of Leviathan et
 al. and Chen et al., 2023). The
 logprob recorded for a sampled token is its log-probability under that distribution (what an
-RL importance ratio needs); for greedy requests, under the plain softmax.
+RL importance ratio needs); for greedy requests, under the plain softmax. The alternatives
+`top_logprobs` reports come from that same distribution, so a sampled token's logprob is the
+one it has among them.
 """
 
 from dataclasses import dataclass
@@ -44,6 +46,24 @@ def sample(
     probs = target_probs(logits.unsqueeze(0), options)[0]
     token = int(torch.multinomial(probs, 1, generator=generator))
     return token, float(torch.log(probs[token]))
+
+
+def top_logprobs(logits: Tensor, options: SamplingOptions, k: int) -> list[list[tuple[int, float]]]:
+    """The `k` most likely (token, logprob) of each row of [N, V] logits, best first.
+
+    They are taken from the processed distribution, the one each token was really drawn from
+    (after temperature, top-k and top-p; the plain softmax for greedy), not from the raw
+    logits: the chosen token's logprob is then its entry here, and a token that top-k or
+    top-p removed shows as impossible (-inf) rather than with a probability it never had."""
+    if options.greedy:
+        log_probs = torch.log_softmax(logits, dim=-1)
+    else:
+        log_probs = torch.log(target_probs(logits, options))
+    values, ids = torch.topk(log_probs, min(k, log_probs.shape[-1]), dim=-1)
+    return [
+        list(zip(row_ids, row_values, strict=True))
+        for row_ids, row_values in zip(ids.tolist(), values.tolist(), strict=True)
+    ]
 
 
 @dataclass

@@ -38,6 +38,9 @@ class SamplingOptions:
     seed: int | None = None
     stop_token_ids: frozenset[int] = frozenset()
     logprobs: bool = False
+    top_logprobs: int = 0
+    """With `logprobs`: alternatives to record at each output token."""
+
     capture_experts: bool = False
     draft_tokens: int = 0
     """Tokens the MTP layer drafts per step (0: no speculation)."""
@@ -79,6 +82,9 @@ class Sequence:
     num_cached: int = 0
     finish_reason: str | None = None
     logprobs: list[float] = field(default_factory=list)
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    """(token, logprob) alternatives at each output token, best first, when asked."""
+
     routed_experts: list[Tensor] = field(default_factory=list)
     """[positions, layers * top_k] int32 chunks, in position order, when captured."""
 
@@ -110,10 +116,14 @@ class Sequence:
     def finished(self) -> bool:
         return self.status == Status.FINISHED
 
-    def append(self, token: int, logprob: float | None) -> None:
+    def append(
+        self, token: int, logprob: float | None, top: list[tuple[int, float]] | None = None
+    ) -> None:
         self.token_ids.append(token)
         if logprob is not None:
             self.logprobs.append(logprob)
+        if top is not None:
+            self.top_logprobs.append(top)
         if self.constraint is not None:
             self.constraint.consume(token)
         grammar_done = self.constraint is not None and self.constraint.complete

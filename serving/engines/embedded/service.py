@@ -53,6 +53,7 @@ from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.fim import TextPrompts, find_fim
 from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
+from opencomposer.serving.engines.embedded.token_text import TokenTexts
 from opencomposer.serving.engines.embedded.worker import EngineWorker, Progress, WorkerClosed
 from opencomposer.serving.engines.errors import (
     ContextLengthExceeded,
@@ -133,6 +134,7 @@ class _Loaded:
         )
         self.text_prompts = TextPrompts(self.tokenizer, self.stop_ids)
         self.grammars = Grammars(self.tokenizer, self.model.vocab_size, sorted(self.stop_ids))
+        self.token_texts = TokenTexts(self.tokenizer)
         self.worker = EngineWorker(
             LLMEngine(
                 self.model,
@@ -213,6 +215,7 @@ class EmbeddedEngine:
             seed=sampling.seed,
             stop_token_ids=stop_ids,
             logprobs=request.capture.logprobs,
+            top_logprobs=request.capture.top_logprobs,
             capture_experts=request.capture.routed_experts,
             draft_tokens=loaded.draft_tokens,
             grammar=grammar,
@@ -251,7 +254,7 @@ class EmbeddedEngine:
             raise EngineServerError("the embedded engine produced nothing for this request")
         for event in text.finish():
             yield event
-        yield Finished(self._result(loaded, prompt, last, text, request))
+        yield Finished(self._result(loaded, prompt, stop_ids, last, text, request))
 
     @staticmethod
     async def _grammar(loaded: _Loaded, request: GenerationRequest) -> Grammar | None:
@@ -282,6 +285,7 @@ class EmbeddedEngine:
         self,
         loaded: _Loaded,
         prompt: list[int],
+        stop_ids: frozenset[int],
         last: Progress,
         text: "TextAssembler",
         request: GenerationRequest,
@@ -296,6 +300,11 @@ class EmbeddedEngine:
             prompt_token_ids=list(prompt) if capture.token_ids else None,
             completion_token_ids=list(last.output_ids) if capture.token_ids else None,
             logprobs=last.logprobs or None,
+            sampled=loaded.token_texts.sampled(
+                last.output_ids, last.logprobs, last.top_logprobs, skip=stop_ids
+            )
+            if capture.logprobs
+            else None,
             routed_experts=experts,
             weights_version=loaded.weights_version,
         )

@@ -35,6 +35,7 @@ class Progress:
     finished: bool
     finish_reason: str | None
     logprobs: list[float]
+    top_logprobs: list[list[tuple[int, float]]]
     routed_experts: list[Tensor]
     spec: SpecStats
 
@@ -46,6 +47,7 @@ class Progress:
             seq.finished,
             seq.finish_reason,
             list(seq.logprobs),
+            list(seq.top_logprobs),
             list(seq.routed_experts),
             SpecStats(spec.verify_steps, spec.drafted, spec.accepted),
         )

@@ -19,10 +19,12 @@ from opencomposer.serving.engines.base import (
     ModelInfo,
     ReasoningDelta,
     ResponseFormat,
+    SampledToken,
     SamplingParams,
     SpecDecodeStats,
     TextDelta,
     TextPrompt,
+    TokenLogprob,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStarted,
@@ -231,6 +233,30 @@ async def test_sglang_training_extras_are_requested_and_decoded(fake):
     assert result.usage == Usage(prompt_tokens=3, completion_tokens=2, cached_tokens=2)
 
 
+async def test_upstream_logprobs_are_relayed_with_bytes_and_alternatives(fake):
+    fake.enqueue(Replay("logprobs_alternatives"))
+    request = GenerationRequest(
+        messages=HELLO.messages, capture=Capture(logprobs=True, top_logprobs=2)
+    )
+    result = (await collect(make_engine(fake), request))[-1].result
+    assert (fake.requests[0]["body"]["logprobs"], fake.requests[0]["body"]["top_logprobs"]) == (
+        True,
+        2,
+    )
+    hi, hello = TokenLogprob("Hi", b"Hi", -0.25), TokenLogprob("Hello", b"Hello", -1.75)
+    first, second = (
+        TokenLogprob("\\xe4\\xbd", b"\xe4\xbd", -0.5),
+        TokenLogprob("\\xa0", b"\xa0", -0.125),
+    )
+    assert result.tokens.sampled == [
+        SampledToken("Hi", b"Hi", -0.25, (hi, hello)),
+        SampledToken(first.token, first.bytes, -0.5, (first,)),
+        SampledToken(second.token, second.bytes, -0.125, (second,)),
+    ]
+    assert result.tokens.logprobs == [-0.25, -0.5, -0.125]
+    assert b"".join(t.bytes for t in result.tokens.sampled).decode() == result.text == "Hi你"
+
+
 async def test_vllm_token_ids_are_collected_per_chunk(fake):
     fake.enqueue(Replay("vllm_token_ids"))
     request = GenerationRequest(messages=HELLO.messages, capture=Capture(token_ids=True))
@@ -284,6 +310,7 @@ async def test_a_text_prompt_goes_to_text_completions_with_its_suffix(fake):
     assert (result.text, result.finish_reason) == ("a + b\n", "stop")
     assert result.usage == Usage(prompt_tokens=9, completion_tokens=4)
     assert result.tokens.logprobs == [-0.1, -0.2, -0.3, -0.5]
+    assert [t.token for t in result.tokens.sampled] == ["a", " +", " b", "\n"]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from opencomposer.serving.model_store import init
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
@@ -13,3 +15,11 @@ def workspace(tmp_path: Path) -> Path:
     (root / "app.py").write_text("print('hi')\n")
     (root / "util.py").write_text("X = 1\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models folder holding the real tiny model (random weights, real tokenizer)."""
+    directory = tmp_path_factory.mktemp("models")
+    init("tiny-moe", directory)
+    return directory

@@ -16,7 +16,6 @@ from opencomposer.serving.engines.base import GenerationResult, TextPrompt, Toke
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
 from opencomposer.serving.engines.errors import ContextLengthExceeded
 from opencomposer.serving.engines.replay import ReplayEngine
-from opencomposer.serving.model_store import init
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n\nprint(add(1, 2))\n"
@@ -184,13 +183,6 @@ def test_a_suffix_reaches_an_engine_that_fills_or_cannot_tell(tmp_path: Path, fi
         done = client(url).completions.create(model="scripted-model", prompt=PREFIX, suffix=SUFFIX)
     assert done.choices[0].text == "middle"
     assert engine.requests[0].prompt == TextPrompt(prefix=PREFIX, suffix=SUFFIX)
-
-
-@pytest.fixture(scope="module")
-def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("models")
-    init("tiny-moe", directory)
-    return directory
 
 
 def test_the_embedded_tiny_model_fills_a_middle(tmp_path: Path, tiny_models_dir: Path):

@@ -23,7 +23,6 @@ from opencomposer.serving.engines.errors import (
     EngineUnavailable,
 )
 from opencomposer.serving.engines.replay import ReplayEngine
-from opencomposer.serving.model_store import init
 
 TOOLS = [
     {
@@ -380,13 +379,6 @@ def test_bearer_token_guards_the_model_routes(tmp_path: Path):
 
 
 # --------------------------------------------------------------------------- a real model
-
-
-@pytest.fixture(scope="session")
-def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("models")
-    init("tiny-moe", directory)
-    return directory
 
 
 def test_the_embedded_tiny_model_answers_and_streams(serve, tiny_models_dir: Path):

@@ -1,9 +1,15 @@
 """Sampling and the speculative acceptance rule: greedy is exact, sampled output follows the
 target distribution (chi-square over many seeded trials on a small vocabulary)."""
 
+import pytest
 import torch
 
-from opencomposer.serving.engines.embedded.sampler import sample, target_probs, verify
+from opencomposer.serving.engines.embedded.sampler import (
+    sample,
+    target_probs,
+    top_logprobs,
+    verify,
+)
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 
 VOCAB = 6
@@ -21,6 +27,44 @@ def test_target_distribution_applies_temperature_top_k_top_p() -> None:
     assert kept == [0, 1]  # 0.61 alone is below 0.7; with 0.22 it is reached
     cold = target_probs(logits, SamplingOptions(temperature=0.1))[0]
     assert float(cold[0]) > 0.99
+
+
+LOGITS = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0], [0.0, 3.0, -1.0, 1.0, 2.5, 0.2]])
+
+
+def test_greedy_alternatives_are_the_softmax_best_first() -> None:
+    tops = top_logprobs(LOGITS, SamplingOptions(), 3)
+    expected = torch.log_softmax(LOGITS, -1)
+    assert [[t for t, _ in row] for row in tops] == [[0, 1, 2], [1, 4, 3]]
+    for r, row in enumerate(tops):
+        assert [lp for _, lp in row] == pytest.approx([float(expected[r, t]) for t, _ in row])
+    token, logprob = sample(LOGITS[1], SamplingOptions(), None)
+    assert (token, logprob) == (tops[1][0][0], pytest.approx(tops[1][0][1]))
+
+
+def test_alternatives_come_from_the_distribution_sampled_from() -> None:
+    hot = SamplingOptions(temperature=0.5, seed=3)
+    tops = top_logprobs(LOGITS, hot, 4)
+    scaled = torch.log_softmax(LOGITS / 0.5, -1)
+    for r, row in enumerate(tops):
+        assert [lp for _, lp in row] == pytest.approx([float(scaled[r, t]) for t, _ in row])
+        assert [lp for _, lp in row] == sorted((lp for _, lp in row), reverse=True)
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(20):  # whatever is drawn, its logprob is its entry among the alternatives
+        token, logprob = sample(LOGITS[0], hot, generator)
+        entries = dict(top_logprobs(LOGITS[:1], hot, VOCAB)[0])
+        assert entries[token] == pytest.approx(logprob)
+
+
+def test_tokens_top_p_or_top_k_removed_are_impossible_alternatives() -> None:
+    nucleus = top_logprobs(LOGITS[:1], SamplingOptions(temperature=1.0, top_p=0.7), 3)[0]
+    kept = torch.log(target_probs(LOGITS[:1], SamplingOptions(temperature=1.0, top_p=0.7)))[0]
+    assert [t for t, _ in nucleus[:2]] == [0, 1]
+    assert [lp for _, lp in nucleus[:2]] == pytest.approx([float(kept[0]), float(kept[1])])
+    assert nucleus[2][1] == float("-inf")
+    top2 = top_logprobs(LOGITS[:1], SamplingOptions(temperature=1.0, top_k=2), 3)[0]
+    assert top2[2][1] == float("-inf") and top2[0][1] > top2[1][1] > -1.5
+    assert len(top_logprobs(LOGITS, SamplingOptions(), 20)[0]) == VOCAB  # capped at the vocab
 
 
 def test_greedy_verification_keeps_matching_drafts_then_corrects() -> None:

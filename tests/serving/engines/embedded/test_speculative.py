@@ -2,6 +2,8 @@
 rejected drafts rolled back, statistics reported, and the MTP layer's own drafting run on a
 DeepSeek-V3 with an MTP layer."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -115,6 +117,21 @@ def test_stop_token_inside_accepted_drafts_truncates(checkpoint, monkeypatch) ->
     )
     assert seq.output_ids == expected[: expected.index(stop) + 1]
     assert seq.finish_reason == "stop"
+
+
+def test_alternatives_with_drafts_are_those_of_plain_decoding(checkpoint) -> None:
+    options = SamplingOptions(max_tokens=TOKENS, logprobs=True, top_logprobs=3)
+    alone = engine(checkpoint).generate(PROMPTS, options)
+    drafted = engine(checkpoint).generate(PROMPTS, replace(options, draft_tokens=3))
+    for plain_seq, seq in zip(alone, drafted, strict=True):
+        assert seq.spec.verify_steps > 0 and len(seq.top_logprobs) == TOKENS
+        assert [[t for t, _ in top] for top in seq.top_logprobs] == [
+            [t for t, _ in top] for top in plain_seq.top_logprobs
+        ]
+        assert [lp for top in seq.top_logprobs for _, lp in top] == pytest.approx(
+            [lp for top in plain_seq.top_logprobs for _, lp in top], abs=1e-4
+        )
+        assert [top[0][0] for top in seq.top_logprobs] == seq.output_ids  # greedy: the best
 
 
 def test_sampled_speculation_is_seeded_and_valid(checkpoint) -> None:

@@ -132,6 +132,18 @@ def test_json_object_replies_start_as_an_object(client) -> None:
     assert done.choices[0].message.content.startswith("{")
 
 
+def test_logprob_alternatives_are_what_the_constraint_allowed(client) -> None:
+    """Alternatives come from the masked distribution: at the reply's first token, where the
+    schema allows only `{`, every other candidate has no probability at all."""
+    verdict = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": REPLY}}
+    done = chat(client, response_format=verdict, logprobs=True, top_logprobs=5, max_tokens=24)
+    first = done.choices[0].logprobs.content[0]
+    assert first.token.startswith("{")
+    assert first.top_logprobs[0].token == first.token
+    assert all(alt.logprob == -9999.0 for alt in first.top_logprobs[1:] if alt.token != "{")
+    jsonschema_rs.validate(REPLY, json.loads(done.choices[0].message.content))
+
+
 def test_none_gives_no_call_and_keeps_the_prompt(client) -> None:
     offered = chat(client, tools=TOOLS, max_tokens=4)
     withheld = chat(client, tools=TOOLS, tool_choice="none", max_tokens=4)

@@ -56,7 +56,9 @@ def _refs(node: Any) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("openapi", type=Path, help="openai-openapi's openapi.yaml")
     parser.add_argument("--commit", required=True, help="the commit the file is from")
     parser.add_argument("--date", required=True, help="that commit's date (YYYY-MM-DD)")

@@ -34,6 +34,7 @@ from opencomposer.serving.http.model_api import (
     openai_error_response,
     resolve_model,
     respond,
+    usage_field,
     usage_json,
     validation_error,
 )
@@ -168,7 +169,7 @@ class TextReply(Envelope):
 
     def completion(self, result: GenerationResult) -> dict[str, Any]:
         choice = self._choice(self.echo + result.text, result.finish_reason, self._logprobs(result))
-        return self._envelope(self.KIND, [choice]) | {"usage": usage_json(result)}
+        return self._envelope(self.KIND, [choice]) | usage_field(result)
 
     def opening(self) -> list[dict[str, Any]]:
         return [self._envelope(self.KIND, [self._choice(self.echo)])] if self.echo else []

@@ -554,7 +554,12 @@ class ChatReply(Envelope):
         return [self.chunk({"role": "assistant", "content": ""})]
 
     def completion(self, result: GenerationResult) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+        # `refusal` is always there in OpenAI's message (null: no refusal, as here).
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": result.text or None,
+            "refusal": None,
+        }
         if result.reasoning:  # the field vLLM, SGLang and DeepSeek use for thinking
             message["reasoning_content"] = result.reasoning
         if result.tool_calls:
@@ -565,7 +570,7 @@ class ChatReply(Envelope):
             "finish_reason": result.finish_reason,
             "logprobs": self._logprobs(result),
         }
-        return self._envelope("chat.completion", [choice]) | {"usage": usage_json(result)}
+        return self._envelope("chat.completion", [choice]) | usage_field(result)
 
     def chunk(
         self,
@@ -610,6 +615,14 @@ class ChatReply(Envelope):
         return (
             None if self.top_logprobs is None else chat_logprobs(result.tokens, self.top_logprobs)
         )
+
+
+def usage_field(result: GenerationResult) -> dict[str, Any]:
+    """A whole completion's `usage`, left out when the engine counted nothing (an upstream
+    that reports none): OpenAI's schema has it an object there, never null. A stream's usage
+    chunk keeps the null, which the chunk's schema allows."""
+    usage = usage_json(result)
+    return {} if usage is None else {"usage": usage}
 
 
 def usage_json(result: GenerationResult) -> dict[str, Any] | None:

@@ -235,11 +235,6 @@ def test_a_completion_that_fills_a_middle(tiny_moe: str):
     assert violations(COMPLETION, response.json()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="text-completion logprobs send `top_logprobs` and `text_offset` as null, where "
-    "OpenAI's schema has arrays; the logprobs rendering is being reworked (issue 16)",
-)
 def test_a_completion_with_logprobs_and_echo(tiny_moe: str):
     body = TINY | {"prompt": "def add(a, b):", "logprobs": 2, "echo": True}
     response = httpx.post(f"{tiny_moe}/v1/completions", json=body)

@@ -4,6 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "opencomposer.token";
+const AGENT_MODEL = "opencomposer-agent";  // `/v1/models` lists the agent too, last
 const TOOL_TYPES = new Set(["tool_call", "command_execution", "file_change", "search",
   "file_read", "todo_list"]);
 
@@ -13,6 +14,7 @@ const state = {
   turns: new Map(),   // turn id -> {turn, el, items, footer}
   running: null,      // id of the turn being streamed
   lastSeq: 0,
+  engineModel: undefined,  // the engine's served model, once `/v1/models` named it
 };
 
 // ------------------------------------------------------------------ DOM helper
@@ -101,6 +103,10 @@ async function readEvents(response, onEvent) {
 async function loadThreads() {
   try {
     const { data } = await api("/v1/threads?limit=100");
+    if (!data.length) {
+      $("threads").replaceChildren(h("li", { class: "meta" }, "No threads yet."));
+      return;
+    }
     $("threads").replaceChildren(...data.map((thread) => h("li",
       { class: thread.id === state.threadId ? "current" : null },
       h("a", { href: `#thread=${thread.id}` },
@@ -112,13 +118,33 @@ async function loadThreads() {
   }
 }
 
-async function openThread(threadId) {
+// Empties the right column for `threadId` (null: none, and the welcome says what to do).
+// The composer shows only once a thread has loaded: a turn needs one.
+function clearThread(threadId) {
   state.threadId = threadId;
   state.items.clear();
   state.turns.clear();
   state.lastSeq = 0;
+  $("thread-header").replaceChildren();
   $("turns").replaceChildren();
-  $("composer").hidden = false;
+  $("composer").hidden = true;
+  $("welcome").hidden = threadId !== null;
+}
+
+// The model that serves a thread: its own, else the engine's (the runtime leaves a thread's
+// model unset when the settings name none, and the engine then runs the first it lists).
+async function servingModel(thread) {
+  if (thread.model) return thread.model;
+  try {
+    state.engineModel ??= (await api("/v1/models")).data.find((m) => m.id !== AGENT_MODEL)?.id;
+  } catch (error) {
+    return `model unknown (${error.message})`;
+  }
+  return state.engineModel ?? "no model served";
+}
+
+async function openThread(threadId) {
+  clearThread(threadId);
   // No turn starts before the thread's log is shown: loading it clears the view, and would
   // take a turn begun meanwhile off the page.
   $("send").disabled = true;
@@ -126,8 +152,10 @@ async function openThread(threadId) {
     const { thread, turns } = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
     $("thread-header").replaceChildren(
       h("h2", null, thread.title || "(untitled)"),
-      h("p", { class: "meta" }, `${thread.workspace} · ${thread.model || "default model"}`,
+      h("p", { class: "meta" }, `${thread.workspace} · `,
+        h("span", { class: "model" }, await servingModel(thread)),
         ` · ${thread.id} · updated ${when(thread.updated_at)}`));
+    $("composer").hidden = false;
     for (const turn of turns) {
       addTurn(turn);
       for (const item of turn.items) showItem(item);
@@ -171,20 +199,30 @@ function updateTurn(turn) {
   const entry = state.turns.get(turn.id);
   if (!entry) return addTurn(turn);
   entry.turn = turn;
-  const u = turn.usage || {};
   entry.footer.replaceChildren(...[
     h("span", { class: `badge ${turn.status}` }, turn.status),
     turn.stop_reason ? h("span", null, `stop: ${turn.stop_reason}`) : null,
-    h("span", { class: "usage" }, `tokens: ${u.prompt_tokens || 0} prompt`,
-      ` (${u.cached_prompt_tokens || 0} cached) · ${u.completion_tokens || 0} completion`,
-      ` · ${u.model_calls || 0} model calls`),
+    // A running turn's usage is only summed when it ends: its zeros would mislead.
+    turn.status !== "in_progress" ? usage(turn.usage || {}) : null,
     turn.error ? h("span", { class: "error" }, `${turn.error.kind}: ${turn.error.message}`)
       : null,
   ].filter(Boolean));
 }
 
+// What a turn used; "~" marks the counts that are partly estimated from text length (a call
+// cut short before the engine said what it used). Cached tokens are only ever reported.
+function usage(u) {
+  const about = u.estimated ? "~" : "";
+  const calls = u.model_calls || 0;
+  return h("span", { class: "usage",
+    title: u.estimated ? "~ estimated: a model call ended before the engine reported it" : null },
+  `tokens: ${about}${u.prompt_tokens || 0} prompt (${u.cached_prompt_tokens || 0} cached)`,
+  ` · ${about}${u.completion_tokens || 0} completion · ${calls} model call${calls === 1 ? "" : "s"}`);
+}
+
 async function startTurn(text) {
   const threadId = state.threadId;
+  setStatus("");
   setRunning("starting");
   try {
     const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/turns`, {
@@ -411,8 +449,12 @@ function takeTokenFromUrl() {
 
 function route() {
   const match = location.hash.match(/^#thread=(.+)$/);
-  if (match) openThread(decodeURIComponent(match[1]));
-  else loadThreads();
+  if (match) {
+    openThread(decodeURIComponent(match[1]));
+  } else {
+    clearThread(null);
+    loadThreads();
+  }
 }
 
 $("token-form").addEventListener("submit", (event) => {
@@ -438,11 +480,25 @@ $("new-thread").addEventListener("submit", async (event) => {
   }
 });
 
+// Why a turn cannot start now, or null; Ctrl+Enter submits even while the button is disabled.
+function cannotStart(text) {
+  if (!state.threadId) return "Open a thread, or create one, to start a turn.";
+  if (state.running) return "A turn is running: wait for it to end, or interrupt it.";
+  if ($("send").disabled) return "The thread is still loading.";
+  if (!text) return "Write a request for the agent first.";
+  return null;
+}
+
 $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const text = $("request").value.trim();
-  // Ctrl+Enter submits even while the button is disabled (a thread loading).
-  if (text && state.threadId && !state.running && !$("send").disabled) startTurn(text);
+  const why = cannotStart(text);
+  if (why) {
+    setStatus(why, true);
+    $("request").focus();
+  } else {
+    startTurn(text);
+  }
 });
 
 $("request").addEventListener("keydown", (event) => {

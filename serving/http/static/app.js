@@ -58,6 +58,11 @@ function headers(extra) {
 }
 
 async function failure(response) {
+  // The API's 401 speaks to HTTP clients (send a header); a person here pastes the token.
+  if (response.status === 401) {
+    return new Error("the server needs its token: paste the one `opencomposer serve` printed " +
+      "in the field above and press Use token (or open the URL it printed)");
+  }
   let message = `${response.status} ${response.statusText}`;
   try {
     const body = await response.json();
@@ -100,12 +105,13 @@ async function readEvents(response, onEvent) {
 
 // ------------------------------------------------------------------ threads
 
+// Lists the threads, and returns them ([] when the server refused).
 async function loadThreads() {
   try {
     const { data } = await api("/v1/threads?limit=100");
     if (!data.length) {
       $("threads").replaceChildren(h("li", { class: "meta" }, "No threads yet."));
-      return;
+      return data;
     }
     $("threads").replaceChildren(...data.map((thread) => h("li",
       { class: thread.id === state.threadId ? "current" : null },
@@ -113,8 +119,10 @@ async function loadThreads() {
         h("strong", null, thread.title || "(untitled)"),
         h("span", { class: "meta" }, thread.workspace),
         h("span", { class: "meta" }, when(thread.updated_at))))));
+    return data;
   } catch (error) {
     setStatus(`Cannot list threads: ${error.message}`, true);
+    return [];
   }
 }
 
@@ -143,6 +151,14 @@ async function servingModel(thread) {
   return state.engineModel ?? "no model served";
 }
 
+async function showHeader(thread) {
+  const model = await servingModel(thread);
+  $("thread-header").replaceChildren(
+    h("h2", null, thread.title || "(untitled)"),
+    h("p", { class: "meta" }, `${thread.workspace} · `, h("span", { class: "model" }, model),
+      ` · ${thread.id} · updated ${when(thread.updated_at)}`));
+}
+
 async function openThread(threadId) {
   clearThread(threadId);
   // No turn starts before the thread's log is shown: loading it clears the view, and would
@@ -150,11 +166,7 @@ async function openThread(threadId) {
   $("send").disabled = true;
   try {
     const { thread, turns } = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
-    $("thread-header").replaceChildren(
-      h("h2", null, thread.title || "(untitled)"),
-      h("p", { class: "meta" }, `${thread.workspace} · `,
-        h("span", { class: "model" }, await servingModel(thread)),
-        ` · ${thread.id} · updated ${when(thread.updated_at)}`));
+    await showHeader(thread);
     $("composer").hidden = false;
     for (const turn of turns) {
       addTurn(turn);
@@ -237,7 +249,9 @@ async function startTurn(text) {
     setStatus(`Turn failed: ${error.message}`, true);
   } finally {
     setRunning(null);
-    loadThreads();
+    // The first request titles an untitled thread: the header follows the list.
+    const thread = (await loadThreads()).find((t) => t.id === threadId);
+    if (thread && threadId === state.threadId) await showHeader(thread);
   }
 }
 

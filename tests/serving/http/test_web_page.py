@@ -137,7 +137,9 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(
         # The endpoint list stays on the page.
         expect(page.locator("#endpoints")).to_contain_text("/v1/protocol/schema")
         # Without the token the API refuses; pasting it (kept in sessionStorage) lets it in.
-        expect(page.locator("#status")).to_contain_text("Cannot list threads")
+        expect(page.locator("#status")).to_contain_text(
+            "Cannot list threads: the server needs its token: paste the one"
+        )
         page.fill("#token", TOKEN)
         page.click("#token-form button")
         expect(page.locator("#status")).to_have_text("")
@@ -215,6 +217,7 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         page, errors = open_page(browser, url)
         page.fill("#workspace", str(workspace))
         page.click("#new-thread button")
+        expect(page.locator("#thread-header h2")).to_have_text("(untitled)")
         page.fill("#request", "look")
         page.click("#send")
         turn = page.locator(".turn").first
@@ -228,6 +231,7 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         expect(turn.locator(".turn-footer .badge")).to_have_text("interrupted")
         expect(page.locator("#interrupt")).to_be_hidden()
         expect(page.locator("#send")).to_be_enabled()
+        expect(page.locator("#thread-header h2")).to_have_text("look")  # titled by the request
         # Cut short, the call never said what it used: its tokens are estimated, and say so.
         thread_id = page.evaluate("location.hash").removeprefix("#thread=")
         reported = last_turn(url, thread_id)["usage"]

@@ -12,8 +12,9 @@ const state = {
   threadId: null,
   items: new Map(),   // item id -> {item, el}
   turns: new Map(),   // turn id -> {turn, el, items, footer}
-  running: null,      // id of the turn being streamed
-  lastSeq: 0,
+  running: new Map(), // thread id -> its turn being streamed ("starting" before it has an id)
+  view: 0,            // bumped when another thread is shown: older streams stop drawing
+  loading: false,     // the shown thread's log is loading: no turn starts before it is shown
   engineModel: undefined,  // the engine's served model, once `/v1/models` named it
 };
 
@@ -130,13 +131,15 @@ async function loadThreads() {
 // The composer shows only once a thread has loaded: a turn needs one.
 function clearThread(threadId) {
   state.threadId = threadId;
+  state.view += 1;
+  state.loading = threadId !== null;
   state.items.clear();
   state.turns.clear();
-  state.lastSeq = 0;
   $("thread-header").replaceChildren();
   $("turns").replaceChildren();
   $("composer").hidden = true;
   $("welcome").hidden = threadId !== null;
+  showControls();
 }
 
 // The model that serves a thread: its own, else the engine's (the runtime leaves a thread's
@@ -153,6 +156,7 @@ async function servingModel(thread) {
 
 async function showHeader(thread) {
   const model = await servingModel(thread);
+  if (thread.id !== state.threadId) return;  // another thread was opened meanwhile
   $("thread-header").replaceChildren(
     h("h2", null, thread.title || "(untitled)"),
     h("p", { class: "meta" }, `${thread.workspace} · `, h("span", { class: "model" }, model),
@@ -161,11 +165,10 @@ async function showHeader(thread) {
 
 async function openThread(threadId) {
   clearThread(threadId);
-  // No turn starts before the thread's log is shown: loading it clears the view, and would
-  // take a turn begun meanwhile off the page.
-  $("send").disabled = true;
+  const view = state.view;
   try {
     const { thread, turns } = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
+    if (view !== state.view) return;  // another thread was opened meanwhile
     await showHeader(thread);
     $("composer").hidden = false;
     for (const turn of turns) {
@@ -173,12 +176,15 @@ async function openThread(threadId) {
       for (const item of turn.items) showItem(item);
     }
     setStatus("");
+    // Followed even when this page started the turn: that stream drew an older view.
     const last = turns[turns.length - 1];
-    if (last && last.status === "in_progress" && !state.running) await follow(threadId);
+    if (last && last.status === "in_progress") await follow(threadId);
   } catch (error) {
-    setStatus(`Cannot open thread: ${error.message}`, true);
+    if (view === state.view) setStatus(`Cannot open thread: ${error.message}`, true);
   }
-  $("send").disabled = Boolean(state.running);
+  if (view !== state.view) return;
+  state.loading = false;
+  showControls();
   loadThreads();
 }
 
@@ -191,7 +197,7 @@ async function follow(threadId) {
   const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/events/stream`,
     { headers: headers({ "Last-Event-ID": "0" }) });
   if (!response.ok) throw await failure(response);
-  await streamTurn(response);
+  await streamTurn(response, threadId);
 }
 
 // ------------------------------------------------------------------ turns
@@ -235,7 +241,7 @@ function usage(u) {
 async function startTurn(text) {
   const threadId = state.threadId;
   setStatus("");
-  setRunning("starting");
+  setRunning(threadId, "starting");
   try {
     const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/turns`, {
       method: "POST",
@@ -244,26 +250,28 @@ async function startTurn(text) {
     });
     if (!response.ok) throw await failure(response);
     $("request").value = "";
-    await streamTurn(response);
+    await streamTurn(response, threadId);
   } catch (error) {
     setStatus(`Turn failed: ${error.message}`, true);
   } finally {
-    setRunning(null);
+    setRunning(threadId, null);
     // The first request titles an untitled thread: the header follows the list.
     const thread = (await loadThreads()).find((t) => t.id === threadId);
     if (thread && threadId === state.threadId) await showHeader(thread);
   }
 }
 
-async function streamTurn(response) {
+// Draws the thread's events while it is shown. With another thread shown the stream is still
+// read to its end: it tells when the turn is over, and answers the turn's approvals (a turn
+// whose every approving stream closed has its requests denied).
+async function streamTurn(response, threadId) {
+  const view = state.view;
   await readEvents(response, (type, event) => {
-    state.lastSeq = Math.max(state.lastSeq, event.seq || 0);
-    if (type === "turn.started") {
-      setRunning(event.turn.id);
+    if (type === "turn.started") setRunning(threadId, event.turn.id);
+    else if (type === "turn.completed") setRunning(threadId, null);
+    if (view !== state.view) return;
+    if (type === "turn.started" || type === "turn.completed") {
       updateTurn(event.turn);
-    } else if (type === "turn.completed") {
-      updateTurn(event.turn);
-      setRunning(null);
     } else if (type === "item.started" || type === "item.completed") {
       showItem(event.item);
     } else if (type === "item.delta") {
@@ -277,17 +285,25 @@ async function streamTurn(response) {
   });
 }
 
-function setRunning(turnId) {
-  state.running = turnId;
-  $("send").disabled = Boolean(turnId);
-  $("interrupt").hidden = !turnId || turnId === "starting";
+function setRunning(threadId, turnId) {
+  if (turnId) state.running.set(threadId, turnId);
+  else state.running.delete(threadId);
+  showControls();
+}
+
+// Send and Interrupt for the shown thread: threads run their turns independently.
+function showControls() {
+  const running = state.running.get(state.threadId);
+  $("send").disabled = Boolean(running) || state.loading;
+  $("interrupt").hidden = !running || running === "starting";
 }
 
 async function interrupt() {
-  if (!state.running || state.running === "starting") return;
+  const turnId = state.running.get(state.threadId);
+  if (!turnId || turnId === "starting") return;
   try {
     await api(`/v1/threads/${encodeURIComponent(state.threadId)}/turns/` +
-      `${encodeURIComponent(state.running)}/interrupt`, {});
+      `${encodeURIComponent(turnId)}/interrupt`, {});
   } catch (error) {
     setStatus(`Cannot interrupt: ${error.message}`, true);
   }
@@ -497,8 +513,10 @@ $("new-thread").addEventListener("submit", async (event) => {
 // Why a turn cannot start now, or null; Ctrl+Enter submits even while the button is disabled.
 function cannotStart(text) {
   if (!state.threadId) return "Open a thread, or create one, to start a turn.";
-  if (state.running) return "A turn is running: wait for it to end, or interrupt it.";
-  if ($("send").disabled) return "The thread is still loading.";
+  if (state.running.has(state.threadId)) {
+    return "A turn is running: wait for it to end, or interrupt it.";
+  }
+  if (state.loading) return "The thread is still loading.";
   if (!text) return "Write a request for the agent first.";
   return null;
 }

@@ -242,6 +242,52 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         assert errors == []
 
 
+def test_a_running_turn_keeps_to_its_thread_when_another_is_shown(
+    tmp_path: Path, workspace: Path, browser
+) -> None:
+    expect = sync_api.expect
+    engine = ScriptedEngine(
+        [Reply(text="I will look at every file in turn", hang_after=3), Reply(text="done here")]
+    )
+    with live_server(engine, tmp_path / "home") as url:
+        first, second = (
+            httpx.post(
+                f"{url}/v1/threads", json={"workspace": str(workspace), "title": title}
+            ).json()["thread"]["id"]
+            for title in ("first", "second")
+        )
+        page, errors = open_page(browser, f"{url}/#thread={first}")
+        page.fill("#request", "look")
+        page.click("#send")
+        expect(page.locator(".item.agent_message .text")).not_to_have_text("")
+        expect(page.locator("#interrupt")).to_be_visible()
+
+        page.click(f"#threads a[href='#thread={second}']")  # the first thread's turn runs on
+        expect(page.locator("#thread-header h2")).to_have_text("second")
+        expect(page.locator("#send")).to_be_enabled()  # a turn here may start
+        expect(page.locator("#interrupt")).to_be_hidden()  # nothing here to interrupt
+        running = last_turn(url, first)
+        httpx.post(
+            f"{url}/v1/threads/{first}/turns/{running['id']}/interrupt", json={}
+        ).raise_for_status()
+        page.fill("#request", "and here?")
+        page.click("#send")
+        expect(page.locator(".item.agent_message .text")).to_have_text("done here")
+        # Only this thread's turn is drawn here, though the other's ended meanwhile.
+        expect(page.locator(".turn")).to_have_count(1)
+        expect(page.locator(".item")).to_have_count(2)
+
+        page.click(f"#threads a[href='#thread={first}']")
+        expect(page.locator(".turn-footer .badge")).to_have_text("interrupted")
+        (said,) = (
+            i["text"] for i in last_turn(url, first)["items"] if i["type"] == "agent_message"
+        )
+        expect(page.locator(".item.agent_message .text")).to_have_text(said)
+        expect(page.locator("#send")).to_be_enabled()
+        expect(page.locator("#interrupt")).to_be_hidden()
+        assert errors == []
+
+
 def test_approvals_are_answered_from_the_page(tmp_path: Path, workspace: Path, browser) -> None:
     expect = sync_api.expect
     words = ["first", "second", "third", "fourth"]

@@ -235,7 +235,8 @@ function usage(u) {
   return h("span", { class: "usage",
     title: u.estimated ? "~ estimated: a model call ended before the engine reported it" : null },
   `tokens: ${about}${u.prompt_tokens || 0} prompt (${u.cached_prompt_tokens || 0} cached)`,
-  ` · ${about}${u.completion_tokens || 0} completion · ${calls} model call${calls === 1 ? "" : "s"}`);
+  ` · ${about}${u.completion_tokens || 0} completion`,
+  ` · ${calls} model call${calls === 1 ? "" : "s"}`);
 }
 
 async function startTurn(text) {

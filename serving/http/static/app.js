@@ -4,6 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "opencomposer.token";
+const AGENT_MODEL = "opencomposer-agent";  // `/v1/models` lists the agent too, last
 const TOOL_TYPES = new Set(["tool_call", "command_execution", "file_change", "search",
   "file_read", "todo_list"]);
 
@@ -11,8 +12,10 @@ const state = {
   threadId: null,
   items: new Map(),   // item id -> {item, el}
   turns: new Map(),   // turn id -> {turn, el, items, footer}
-  running: null,      // id of the turn being streamed
-  lastSeq: 0,
+  running: new Map(), // thread id -> its turn being streamed ("starting" before it has an id)
+  view: 0,            // bumped when another thread is shown: older streams stop drawing
+  loading: false,     // the shown thread's log is loading: no turn starts before it is shown
+  engineModel: undefined,  // the engine's served model, once `/v1/models` named it
 };
 
 // ------------------------------------------------------------------ DOM helper
@@ -56,6 +59,11 @@ function headers(extra) {
 }
 
 async function failure(response) {
+  // The API's 401 speaks to HTTP clients (send a header); a person here pastes the token.
+  if (response.status === 401) {
+    return new Error("the server needs its token: paste the one `opencomposer serve` printed " +
+      "in the field above and press Use token (or open the URL it printed)");
+  }
   let message = `${response.status} ${response.statusText}`;
   try {
     const body = await response.json();
@@ -98,47 +106,85 @@ async function readEvents(response, onEvent) {
 
 // ------------------------------------------------------------------ threads
 
+// Lists the threads, and returns them ([] when the server refused).
 async function loadThreads() {
   try {
     const { data } = await api("/v1/threads?limit=100");
+    if (!data.length) {
+      $("threads").replaceChildren(h("li", { class: "meta" }, "No threads yet."));
+      return data;
+    }
     $("threads").replaceChildren(...data.map((thread) => h("li",
       { class: thread.id === state.threadId ? "current" : null },
       h("a", { href: `#thread=${thread.id}` },
         h("strong", null, thread.title || "(untitled)"),
         h("span", { class: "meta" }, thread.workspace),
         h("span", { class: "meta" }, when(thread.updated_at))))));
+    return data;
   } catch (error) {
     setStatus(`Cannot list threads: ${error.message}`, true);
+    return [];
   }
 }
 
-async function openThread(threadId) {
+// Empties the right column for `threadId` (null: none, and the welcome says what to do).
+// The composer shows only once a thread has loaded: a turn needs one.
+function clearThread(threadId) {
   state.threadId = threadId;
+  state.view += 1;
+  state.loading = threadId !== null;
   state.items.clear();
   state.turns.clear();
-  state.lastSeq = 0;
+  $("thread-header").replaceChildren();
   $("turns").replaceChildren();
-  $("composer").hidden = false;
-  // No turn starts before the thread's log is shown: loading it clears the view, and would
-  // take a turn begun meanwhile off the page.
-  $("send").disabled = true;
+  $("composer").hidden = true;
+  $("welcome").hidden = threadId !== null;
+  showControls();
+}
+
+// The model that serves a thread: its own, else the engine's (the runtime leaves a thread's
+// model unset when the settings name none, and the engine then runs the first it lists).
+async function servingModel(thread) {
+  if (thread.model) return thread.model;
+  try {
+    state.engineModel ??= (await api("/v1/models")).data.find((m) => m.id !== AGENT_MODEL)?.id;
+  } catch (error) {
+    return `model unknown (${error.message})`;
+  }
+  return state.engineModel ?? "no model served";
+}
+
+async function showHeader(thread) {
+  const model = await servingModel(thread);
+  if (thread.id !== state.threadId) return;  // another thread was opened meanwhile
+  $("thread-header").replaceChildren(
+    h("h2", null, thread.title || "(untitled)"),
+    h("p", { class: "meta" }, `${thread.workspace} · `, h("span", { class: "model" }, model),
+      ` · ${thread.id} · updated ${when(thread.updated_at)}`));
+}
+
+async function openThread(threadId) {
+  clearThread(threadId);
+  const view = state.view;
   try {
     const { thread, turns } = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
-    $("thread-header").replaceChildren(
-      h("h2", null, thread.title || "(untitled)"),
-      h("p", { class: "meta" }, `${thread.workspace} · ${thread.model || "default model"}`,
-        ` · ${thread.id} · updated ${when(thread.updated_at)}`));
+    if (view !== state.view) return;  // another thread was opened meanwhile
+    await showHeader(thread);
+    $("composer").hidden = false;
     for (const turn of turns) {
       addTurn(turn);
       for (const item of turn.items) showItem(item);
     }
     setStatus("");
+    // Followed even when this page started the turn: that stream drew an older view.
     const last = turns[turns.length - 1];
-    if (last && last.status === "in_progress" && !state.running) await follow(threadId);
+    if (last && last.status === "in_progress") await follow(threadId);
   } catch (error) {
-    setStatus(`Cannot open thread: ${error.message}`, true);
+    if (view === state.view) setStatus(`Cannot open thread: ${error.message}`, true);
   }
-  $("send").disabled = Boolean(state.running);
+  if (view !== state.view) return;
+  state.loading = false;
+  showControls();
   loadThreads();
 }
 
@@ -151,7 +197,7 @@ async function follow(threadId) {
   const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/events/stream`,
     { headers: headers({ "Last-Event-ID": "0" }) });
   if (!response.ok) throw await failure(response);
-  await streamTurn(response);
+  await streamTurn(response, threadId);
 }
 
 // ------------------------------------------------------------------ turns
@@ -171,21 +217,32 @@ function updateTurn(turn) {
   const entry = state.turns.get(turn.id);
   if (!entry) return addTurn(turn);
   entry.turn = turn;
-  const u = turn.usage || {};
   entry.footer.replaceChildren(...[
     h("span", { class: `badge ${turn.status}` }, turn.status),
     turn.stop_reason ? h("span", null, `stop: ${turn.stop_reason}`) : null,
-    h("span", { class: "usage" }, `tokens: ${u.prompt_tokens || 0} prompt`,
-      ` (${u.cached_prompt_tokens || 0} cached) · ${u.completion_tokens || 0} completion`,
-      ` · ${u.model_calls || 0} model calls`),
+    // A running turn's usage is only summed when it ends: its zeros would mislead.
+    turn.status !== "in_progress" ? usage(turn.usage || {}) : null,
     turn.error ? h("span", { class: "error" }, `${turn.error.kind}: ${turn.error.message}`)
       : null,
   ].filter(Boolean));
 }
 
+// What a turn used; "~" marks the counts that are partly estimated from text length (a call
+// cut short before the engine said what it used). Cached tokens are only ever reported.
+function usage(u) {
+  const about = u.estimated ? "~" : "";
+  const calls = u.model_calls || 0;
+  return h("span", { class: "usage",
+    title: u.estimated ? "~ estimated: a model call ended before the engine reported it" : null },
+  `tokens: ${about}${u.prompt_tokens || 0} prompt (${u.cached_prompt_tokens || 0} cached)`,
+  ` · ${about}${u.completion_tokens || 0} completion`,
+  ` · ${calls} model call${calls === 1 ? "" : "s"}`);
+}
+
 async function startTurn(text) {
   const threadId = state.threadId;
-  setRunning("starting");
+  setStatus("");
+  setRunning(threadId, "starting");
   try {
     const response = await fetch(`/v1/threads/${encodeURIComponent(threadId)}/turns`, {
       method: "POST",
@@ -194,24 +251,28 @@ async function startTurn(text) {
     });
     if (!response.ok) throw await failure(response);
     $("request").value = "";
-    await streamTurn(response);
+    await streamTurn(response, threadId);
   } catch (error) {
     setStatus(`Turn failed: ${error.message}`, true);
   } finally {
-    setRunning(null);
-    loadThreads();
+    setRunning(threadId, null);
+    // The first request titles an untitled thread: the header follows the list.
+    const thread = (await loadThreads()).find((t) => t.id === threadId);
+    if (thread && threadId === state.threadId) await showHeader(thread);
   }
 }
 
-async function streamTurn(response) {
+// Draws the thread's events while it is shown. With another thread shown the stream is still
+// read to its end: it tells when the turn is over, and answers the turn's approvals (a turn
+// whose every approving stream closed has its requests denied).
+async function streamTurn(response, threadId) {
+  const view = state.view;
   await readEvents(response, (type, event) => {
-    state.lastSeq = Math.max(state.lastSeq, event.seq || 0);
-    if (type === "turn.started") {
-      setRunning(event.turn.id);
+    if (type === "turn.started") setRunning(threadId, event.turn.id);
+    else if (type === "turn.completed") setRunning(threadId, null);
+    if (view !== state.view) return;
+    if (type === "turn.started" || type === "turn.completed") {
       updateTurn(event.turn);
-    } else if (type === "turn.completed") {
-      updateTurn(event.turn);
-      setRunning(null);
     } else if (type === "item.started" || type === "item.completed") {
       showItem(event.item);
     } else if (type === "item.delta") {
@@ -225,17 +286,25 @@ async function streamTurn(response) {
   });
 }
 
-function setRunning(turnId) {
-  state.running = turnId;
-  $("send").disabled = Boolean(turnId);
-  $("interrupt").hidden = !turnId || turnId === "starting";
+function setRunning(threadId, turnId) {
+  if (turnId) state.running.set(threadId, turnId);
+  else state.running.delete(threadId);
+  showControls();
+}
+
+// Send and Interrupt for the shown thread: threads run their turns independently.
+function showControls() {
+  const running = state.running.get(state.threadId);
+  $("send").disabled = Boolean(running) || state.loading;
+  $("interrupt").hidden = !running || running === "starting";
 }
 
 async function interrupt() {
-  if (!state.running || state.running === "starting") return;
+  const turnId = state.running.get(state.threadId);
+  if (!turnId || turnId === "starting") return;
   try {
     await api(`/v1/threads/${encodeURIComponent(state.threadId)}/turns/` +
-      `${encodeURIComponent(state.running)}/interrupt`, {});
+      `${encodeURIComponent(turnId)}/interrupt`, {});
   } catch (error) {
     setStatus(`Cannot interrupt: ${error.message}`, true);
   }
@@ -411,8 +480,12 @@ function takeTokenFromUrl() {
 
 function route() {
   const match = location.hash.match(/^#thread=(.+)$/);
-  if (match) openThread(decodeURIComponent(match[1]));
-  else loadThreads();
+  if (match) {
+    openThread(decodeURIComponent(match[1]));
+  } else {
+    clearThread(null);
+    loadThreads();
+  }
 }
 
 $("token-form").addEventListener("submit", (event) => {
@@ -438,11 +511,27 @@ $("new-thread").addEventListener("submit", async (event) => {
   }
 });
 
+// Why a turn cannot start now, or null; Ctrl+Enter submits even while the button is disabled.
+function cannotStart(text) {
+  if (!state.threadId) return "Open a thread, or create one, to start a turn.";
+  if (state.running.has(state.threadId)) {
+    return "A turn is running: wait for it to end, or interrupt it.";
+  }
+  if (state.loading) return "The thread is still loading.";
+  if (!text) return "Write a request for the agent first.";
+  return null;
+}
+
 $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const text = $("request").value.trim();
-  // Ctrl+Enter submits even while the button is disabled (a thread loading).
-  if (text && state.threadId && !state.running && !$("send").disabled) startTurn(text);
+  const why = cannotStart(text);
+  if (why) {
+    setStatus(why, true);
+    $("request").focus();
+  } else {
+    startTurn(text);
+  }
 });
 
 $("request").addEventListener("keydown", (event) => {

@@ -1,11 +1,14 @@
 """The trace viewer at `/`, in a headless Chromium driven by Playwright, against a real uvicorn
-server and the scripted engine: create a thread, start a turn and watch its items stream in,
-then reload and see the finished thread; answer approvals; see a file change's diff. Skipped
+server and the scripted engine: what a new user sees before any thread; create a thread, start
+a turn and watch its items stream in, then reload and see the finished thread; the model that
+serves a thread; a turn's usage; answer approvals; see a file change's diff. Skipped
 where Chromium or Playwright is missing (CI installs Debian's `chromium` and the `playwright`
 package; no `playwright install`)."""
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -43,6 +46,82 @@ def open_page(browser: "sync_api.Browser", url: str) -> tuple["sync_api.Page", l
     return page, errors
 
 
+def usage_line(usage: dict[str, Any]) -> str:
+    """How a finished turn's footer reads the usage the server reports."""
+    about = "~" if usage["estimated"] else ""
+    calls = usage["model_calls"]
+    return (
+        f"tokens: {about}{usage['prompt_tokens']} prompt ({usage['cached_prompt_tokens']} cached)"
+        f" · {about}{usage['completion_tokens']} completion"
+        f" · {calls} model call{'' if calls == 1 else 's'}"
+    )
+
+
+def last_turn(url: str, thread_id: str, token: str | None = None) -> dict[str, Any]:
+    """The thread's last turn, as the server has it."""
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    reply = httpx.get(f"{url}/v1/threads/{thread_id}", headers=auth)
+    reply.raise_for_status()
+    turns: list[dict[str, Any]] = reply.json()["turns"]
+    return turns[-1]
+
+
+def test_no_turn_box_until_a_thread_is_open(tmp_path: Path, workspace: Path, browser) -> None:
+    expect = sync_api.expect
+    with live_server(ScriptedEngine([]), tmp_path / "home") as url:
+        page, errors = open_page(browser, url)
+        expect(page.locator("#threads")).to_have_text("No threads yet.")
+        expect(page.locator("#welcome")).to_be_visible()
+        expect(page.locator("#welcome")).to_contain_text("New thread")
+        expect(page.locator("#composer")).to_be_hidden()
+        expect(page.locator("#request")).to_be_hidden()
+
+        page.fill("#workspace", str(workspace))
+        page.fill("#title", "first")
+        page.click("#new-thread button")
+        expect(page.locator("#thread-header h2")).to_have_text("first")
+        expect(page.locator("#composer")).to_be_visible()
+        expect(page.locator("#welcome")).to_be_hidden()
+        page.click("#send")  # nothing written: the page says so
+        expect(page.locator("#status")).to_have_text("Write a request for the agent first.")
+        expect(page.locator("#request")).to_be_focused()
+
+        # A thread that does not load leaves no turn box, nor the last thread's header.
+        page.evaluate("location.hash = 'thread=thr_missing'")
+        expect(page.locator("#status")).to_contain_text("Cannot open thread: no thread thr_missing")
+        expect(page.locator("#thread-header")).to_have_text("")
+        expect(page.locator("#composer")).to_be_hidden()
+        expect(page.locator("#welcome")).to_be_hidden()
+
+        page.evaluate("location.hash = ''")  # no thread again: back to the welcome
+        expect(page.locator("#welcome")).to_be_visible()
+        expect(page.locator("#composer")).to_be_hidden()
+        expect(page.locator("#threads")).to_contain_text("first")
+        assert [e for e in errors if "404" not in e] == []  # the missing thread's, logged
+
+
+def test_the_meta_line_names_the_model_that_serves_the_thread(
+    tmp_path: Path, workspace: Path, browser
+) -> None:
+    expect = sync_api.expect
+    with live_server(ScriptedEngine([]), tmp_path / "home") as url:
+        # No model in the settings: the thread names none, and the engine serves its own.
+        served = httpx.get(f"{url}/v1/models").json()["data"][0]["id"]
+        threads = f"{url}/v1/threads"
+        unset = httpx.post(threads, json={"workspace": str(workspace)}).json()["thread"]
+        named = httpx.post(
+            threads, json={"workspace": str(workspace), "model": "another-model"}
+        ).json()["thread"]
+        assert unset["model"] is None and served == "scripted-model"
+        page, errors = open_page(browser, f"{url}/#thread={unset['id']}")
+        meta = page.locator("#thread-header .meta")
+        expect(meta.locator(".model")).to_have_text(served)
+        expect(meta).to_have_text(re.compile(f"^{re.escape(unset['workspace'])} · {served} · "))
+        page.evaluate(f"location.hash = 'thread={named['id']}'")
+        expect(meta.locator(".model")).to_have_text("another-model")
+        assert errors == []
+
+
 def test_a_turn_streams_into_the_page_and_survives_a_reload(
     tmp_path: Path, workspace: Path, browser
 ) -> None:
@@ -58,7 +137,9 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(
         # The endpoint list stays on the page.
         expect(page.locator("#endpoints")).to_contain_text("/v1/protocol/schema")
         # Without the token the API refuses; pasting it (kept in sessionStorage) lets it in.
-        expect(page.locator("#status")).to_contain_text("Cannot list threads")
+        expect(page.locator("#status")).to_contain_text(
+            "Cannot list threads: the server needs its token: paste the one"
+        )
         page.fill("#token", TOKEN)
         page.click("#token-form button")
         expect(page.locator("#status")).to_have_text("")
@@ -81,7 +162,10 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(
             "two python files: app.py and util.py"
         )
         expect(turn.locator(".turn-footer")).to_contain_text("stop: ")
-        expect(turn.locator(".turn-footer")).to_contain_text("2 model calls")
+        thread_id = page.evaluate("location.hash").removeprefix("#thread=")
+        reported = last_turn(url, thread_id, TOKEN)["usage"]
+        assert reported["model_calls"] == 2 and not reported["estimated"]
+        expect(turn.locator(".turn-footer .usage")).to_have_text(usage_line(reported))
         expect(turn.locator(".turn-footer")).not_to_contain_text("null")  # absent parts
         expect(page.locator("#send")).to_be_enabled()
         expect(page.locator("#interrupt")).to_be_hidden()
@@ -99,7 +183,7 @@ def test_a_turn_streams_into_the_page_and_survives_a_reload(
         expect(turn.locator(".item.user_message .text")).to_have_text(request)
         expect(turn.locator(".item.search code")).to_have_text("*.py")
         expect(turn.locator(".turn-footer")).to_contain_text("completed")
-        expect(turn.locator(".turn-footer")).to_contain_text("2 model calls")
+        expect(turn.locator(".turn-footer .usage")).to_have_text(usage_line(reported))
         items = turn.locator(".item").evaluate_all("els => els.map(e => e.dataset.type)")
         assert items[0] == "user_message" and items[-1] == "agent_message"
         assert "search" in items
@@ -133,6 +217,7 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         page, errors = open_page(browser, url)
         page.fill("#workspace", str(workspace))
         page.click("#new-thread button")
+        expect(page.locator("#thread-header h2")).to_have_text("(untitled)")
         page.fill("#request", "look")
         page.click("#send")
         turn = page.locator(".turn").first
@@ -140,10 +225,66 @@ def test_a_running_turn_shows_its_text_as_it_streams_and_can_be_interrupted(
         expect(answer.locator(".text")).not_to_have_text("")  # deltas arrived, turn still runs
         expect(answer.locator(".badge")).to_have_text("in_progress")
         expect(page.locator("#send")).to_be_disabled()
+        # Usage is summed when the turn ends: a running turn shows none, not zeros.
+        expect(turn.locator(".turn-footer .usage")).to_have_count(0)
         page.click("#interrupt")
         expect(turn.locator(".turn-footer .badge")).to_have_text("interrupted")
         expect(page.locator("#interrupt")).to_be_hidden()
         expect(page.locator("#send")).to_be_enabled()
+        expect(page.locator("#thread-header h2")).to_have_text("look")  # titled by the request
+        # Cut short, the call never said what it used: its tokens are estimated, and say so.
+        thread_id = page.evaluate("location.hash").removeprefix("#thread=")
+        reported = last_turn(url, thread_id)["usage"]
+        assert reported["model_calls"] == 1 and reported["estimated"]
+        assert reported["prompt_tokens"] > 0
+        expect(turn.locator(".turn-footer .usage")).to_have_text(usage_line(reported))
+        expect(turn.locator(".turn-footer .usage")).to_contain_text("~")
+        assert errors == []
+
+
+def test_a_running_turn_keeps_to_its_thread_when_another_is_shown(
+    tmp_path: Path, workspace: Path, browser
+) -> None:
+    expect = sync_api.expect
+    engine = ScriptedEngine(
+        [Reply(text="I will look at every file in turn", hang_after=3), Reply(text="done here")]
+    )
+    with live_server(engine, tmp_path / "home") as url:
+        first, second = (
+            httpx.post(
+                f"{url}/v1/threads", json={"workspace": str(workspace), "title": title}
+            ).json()["thread"]["id"]
+            for title in ("first", "second")
+        )
+        page, errors = open_page(browser, f"{url}/#thread={first}")
+        page.fill("#request", "look")
+        page.click("#send")
+        expect(page.locator(".item.agent_message .text")).not_to_have_text("")
+        expect(page.locator("#interrupt")).to_be_visible()
+
+        page.click(f"#threads a[href='#thread={second}']")  # the first thread's turn runs on
+        expect(page.locator("#thread-header h2")).to_have_text("second")
+        expect(page.locator("#send")).to_be_enabled()  # a turn here may start
+        expect(page.locator("#interrupt")).to_be_hidden()  # nothing here to interrupt
+        running = last_turn(url, first)
+        httpx.post(
+            f"{url}/v1/threads/{first}/turns/{running['id']}/interrupt", json={}
+        ).raise_for_status()
+        page.fill("#request", "and here?")
+        page.click("#send")
+        expect(page.locator(".item.agent_message .text")).to_have_text("done here")
+        # Only this thread's turn is drawn here, though the other's ended meanwhile.
+        expect(page.locator(".turn")).to_have_count(1)
+        expect(page.locator(".item")).to_have_count(2)
+
+        page.click(f"#threads a[href='#thread={first}']")
+        expect(page.locator(".turn-footer .badge")).to_have_text("interrupted")
+        (said,) = (
+            i["text"] for i in last_turn(url, first)["items"] if i["type"] == "agent_message"
+        )
+        expect(page.locator(".item.agent_message .text")).to_have_text(said)
+        expect(page.locator("#send")).to_be_enabled()
+        expect(page.locator("#interrupt")).to_be_hidden()
         assert errors == []
 
 

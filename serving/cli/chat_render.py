@@ -120,10 +120,12 @@ class TurnPrinter:
         usage = turn.usage
         reason = turn.stop_reason.value if turn.stop_reason else turn.status.value
         style = {"completed": "green", "interrupted": "yellow", "failed": "red"}[turn.status]
+        calls = f"{usage.model_calls} model call{'' if usage.model_calls == 1 else 's'}"
+        about = "~" if usage.estimated else ""  # some tokens estimated: a call was cut short
         self._print(
-            f"[{style}]── {turn.status.value} ({reason})[/] [dim]· {usage.model_calls} model "
-            f"calls · {usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion "
-            "tokens[/]"
+            f"[{style}]── {turn.status.value} ({reason})[/] [dim]· {calls} · "
+            f"{about}{usage.prompt_tokens:,} prompt + {about}{usage.completion_tokens:,} "
+            "completion tokens[/]"
         )
 
 

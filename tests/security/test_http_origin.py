@@ -422,7 +422,7 @@ def test_the_page_and_the_probes_need_no_token(server: Server) -> None:
 
 def test_the_openai_client_passes_the_token_as_its_api_key(server: Server) -> None:
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0, timeout=10)
-    assert [m.id for m in client.models.list()] == ["scripted-model"]
+    assert [m.id for m in client.models.list()] == ["scripted-model", "opencomposer-agent"]
     reply = client.chat.completions.create(
         model="scripted-model", messages=[{"role": "user", "content": "hi"}]
     )

@@ -2,6 +2,7 @@
 (the fake upstream), in a real repository, then the trace exported."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +159,8 @@ def test_ctrl_c_interrupts_the_turn_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "tick" in stdout and "interrupted (interrupted)" in stdout
+    # The model ran before it was stopped: its call counts, its tokens estimated.
+    assert re.search(r"· 1 model call · ~[\d,]+ prompt \+ ~[\d,]+ completion tokens", stdout)
 
 
 def test_bad_engine_spec_is_a_clear_error(tmp_path: Path) -> None:

@@ -216,9 +216,13 @@ local function render_turn_end(out, turn)
     reason = (' (%s)'):format(turn.stop_reason)
   end
   local usage = ''
-  if turn.usage and (turn.usage.model_calls or 0) > 0 then
+  local calls = turn.usage and turn.usage.model_calls or 0
+  if calls > 0 then
     local tokens = (turn.usage.prompt_tokens or 0) + (turn.usage.completion_tokens or 0)
-    usage = (' · %d model calls, %d tokens'):format(turn.usage.model_calls or 0, tokens)
+    -- "~": some tokens were estimated (a call cut short, or an engine that reports none).
+    local about = turn.usage.estimated and '~' or ''
+    local noun = calls == 1 and 'model call' or 'model calls'
+    usage = (' · %d %s, %s%d tokens'):format(calls, noun, about, tokens)
   end
   local hl = turn.status == 'completed' and 'OpenComposerDim' or 'OpenComposerError'
   out:add(('── %s%s%s ──'):format(turn.status, reason, usage), hl)

@@ -36,6 +36,8 @@ export interface TokenUsage {
   completion_tokens: number;
   cached_prompt_tokens: number;
   model_calls: number;
+  /** Some tokens were estimated: a call was cut short, or the engine reports no usage. */
+  estimated: boolean;
 }
 
 export type ActionClass = 'read_only' | 'writes_workspace' | 'dangerous' | 'network';

@@ -71,7 +71,12 @@ class ChatMessage(_Wire):
     name: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        if content is None and self.tool_calls:
+            # OpenAI takes null or "" beside tool calls; llama-cpp-python 0.3.36 refuses null
+            # (its request model wants a string), so the form every server takes is sent.
+            content = ""
+        message: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         if self.tool_call_id is not None:

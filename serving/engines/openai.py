@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import httpx
 import openai
 
 from opencomposer.config import EngineSettings
@@ -52,6 +53,18 @@ log = logging.getLogger(__name__)
 
 class _NothingStreamed(EngineStreamInterrupted):
     """The server answered a streamed request with a stream that held no chunk at all."""
+
+
+class _Unanswered(EngineUnavailable):
+    """A request the server took and dropped without a response (not one it never got)."""
+
+
+def _reached_the_server(exc: openai.APIConnectionError) -> bool:
+    """Whether the request got through before the connection failed: not a refused or
+    unreachable connection, not a timeout, but a hang-up after it was sent."""
+    if isinstance(exc, openai.APITimeoutError):
+        return False
+    return not isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout)
 
 
 def new_call_id() -> str:
@@ -134,7 +147,12 @@ class OpenAIEngine:
                         "streaming, as from now on for every request with tools",
                         extra={"base_url": self._settings.base_url},
                     )
-                events = await self._whole(request, model)
+                try:
+                    events = await self._whole(request, model)
+                except _Unanswered:
+                    # The broken stream's connection, handed back by the pool already closed
+                    # by the server (llama-cpp-python drops it): once more, on a fresh one.
+                    events = await self._whole(request, model)
                 self._tools_unstreamed = True
             else:
                 events = await self._whole(request, model)
@@ -160,7 +178,14 @@ class OpenAIEngine:
     async def _streamed(
         self, request: GenerationRequest, model: str
     ) -> AsyncGenerator[EngineEvent, None]:
-        stream = await self._create(request, self._body(request, model, stream=True))
+        try:
+            stream = await self._create(request, self._body(request, model, stream=True))
+        except _Unanswered as exc:
+            if not request.tools:
+                raise
+            # The server took the request and hung up without a word: llama-cpp-python does
+            # so when a streamed request's model picks a tool (it cannot stream that choice).
+            raise _NothingStreamed(str(exc)) from None
         assembler = self._assembler(request)
         chunks = 0
         try:
@@ -222,6 +247,13 @@ class OpenAIEngine:
             if request.prompt is None:
                 return await self._client.chat.completions.create(**body)
             return await self._client.completions.create(**body)
+        except openai.APIConnectionError as exc:
+            if _reached_the_server(exc):
+                raise _Unanswered(
+                    f"the server at {self._settings.base_url} closed the connection without "
+                    f"answering: {_cause(exc)}"
+                ) from None
+            raise self._error(exc) from None
         except openai.APIError as exc:
             raise self._error(exc) from None
 

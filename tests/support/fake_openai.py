@@ -57,6 +57,15 @@ class Status:
 
 
 @dataclass
+class HangUp:
+    """Close the connection without any answer, not even a status line: what
+    llama-cpp-python 0.3.36 does when the model of a streamed request with tools and
+    `tool_choice` auto picks a tool (`chatml_function_calling` raises "Automatic streaming
+    tool choice is not supported" before the response starts; llama_cpp/llama_chat_format.py,
+    seen against the real server by `make test-upstreams`)."""
+
+
+@dataclass
 class Endless:
     """Stream content chunks until the client disconnects."""
 
@@ -183,7 +192,7 @@ class Fill:
         ]
 
 
-Scenario = Replay | Status | Endless | Compose | Fill | Whole
+Scenario = Replay | Status | HangUp | Endless | Compose | Fill | Whole
 
 
 @dataclass
@@ -274,6 +283,8 @@ class FakeOpenAI:
             if isinstance(scenario, Status):
                 await self._json(writer, scenario.code, scenario.body)
                 return True
+            if isinstance(scenario, HangUp):
+                return False  # the connection closes with nothing sent
             if not json.loads(body).get("stream"):
                 await self._whole(writer, scenario)
                 return True

@@ -5,7 +5,8 @@ whose prompt is over its window."""
 
 from pathlib import Path
 
-from support.fake_openai import Compose, Replay, Status, Whole, recorded
+import pytest
+from support.fake_openai import Compose, HangUp, Replay, Status, Whole, recorded
 
 from opencomposer.agent.protocol.items import (
     AgentMessageItem,
@@ -43,9 +44,16 @@ def runtime_over(fake, tmp_path: Path, context_window: int | None = 8192) -> Age
     return AgentRuntime(settings, OpenAIEngine(settings.engine))
 
 
-async def test_a_turn_calls_a_tool_that_the_upstream_cannot_stream(fake, repo, tmp_path):
+@pytest.mark.parametrize(
+    "unstreamable",
+    [Replay("llamacpp_python_empty"), HangUp()],
+    ids=["empty-stream", "hung-up"],  # the second is what llama-cpp-python 0.3.36 really does
+)
+async def test_a_turn_calls_a_tool_that_the_upstream_cannot_stream(
+    fake, repo, tmp_path, unstreamable
+):
     fake.enqueue(
-        Replay("llamacpp_python_empty"),  # the streamed step that chose read_file
+        unstreamable,  # the streamed step that chose read_file
         Whole("llamacpp_python_tool_reply"),
         Whole("llamacpp_python_text_reply"),
     )
@@ -70,6 +78,10 @@ async def test_a_turn_calls_a_tool_that_the_upstream_cannot_stream(fake, repo, t
     assert [b.get("stream", False) for b in bodies] == [True, False, False]
     assert {b["model"] for b in bodies} == {GGUF}
     assert "return a - b" in bodies[2]["messages"][-1]["content"]
+    # The step that called the tool goes back with "" for its content, not null, which
+    # llama-cpp-python's request model refuses (a 500 on the turn's second step).
+    called = bodies[2]["messages"][-2]
+    assert (called["role"], called["content"], len(called["tool_calls"])) == ("assistant", "", 1)
 
 
 async def test_a_stream_broken_by_an_overlong_prompt_is_summarized_and_retried(

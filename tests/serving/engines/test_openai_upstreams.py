@@ -4,7 +4,7 @@ for callers that wait, tool calls that cannot stream, usage that is or is not se
 asked of the server, overflows that arrive as broken streams, and model names."""
 
 import pytest
-from support.fake_openai import Replay, Status, Whole, recorded
+from support.fake_openai import HangUp, Replay, Status, Whole, recorded
 from support.openai_backend import HELLO, collect, collect_until_error, make_engine
 
 from opencomposer.serving.engines.base import (
@@ -105,11 +105,15 @@ async def test_a_streamed_request_adds_nothing_the_caller_did_not_ask_for(fake):
     }
 
 
-@pytest.mark.parametrize("cut", [None, 0], ids=["ended", "dropped"])
-async def test_an_empty_tool_stream_is_asked_again_whole_and_remembered(fake, cut):
+@pytest.mark.parametrize(
+    "nothing",
+    [Replay("llamacpp_python_empty"), Replay("llamacpp_python_empty", die_after=0), HangUp()],
+    ids=["ended", "dropped", "hung-up-unanswered"],
+)
+async def test_an_empty_tool_stream_is_asked_again_whole_and_remembered(fake, nothing):
     llamacpp_python(fake)
     fake.enqueue(
-        Replay("llamacpp_python_empty", die_after=cut),
+        nothing,
         Whole("llamacpp_python_tool_reply"),
         Whole("llamacpp_python_text_reply"),
         Replay("llamacpp_python_text"),
@@ -133,6 +137,27 @@ async def test_an_empty_tool_stream_is_asked_again_whole_and_remembered(fake, cu
     await collect(engine, HELLO)
     assert streamed(fake) == [True, False, False, True]
     assert "stream_options" not in fake.requests[1]["body"]
+
+
+async def test_the_whole_retry_survives_the_broken_streams_stale_connection(fake):
+    """Against the real llama-cpp-python 0.3.36 the whole retry first met the connection the
+    broken stream left behind, already closed by the server: it is tried once more."""
+    llamacpp_python(fake)
+    fake.enqueue(
+        Replay("llamacpp_python_empty", die_after=0),
+        HangUp(),  # the stale connection: taken, and dropped unanswered
+        Whole("llamacpp_python_tool_reply"),
+    )
+    result = await complete(make_engine(fake, model=GGUF), WITH_TOOLS)
+    assert result.tool_calls == [READ_CALC]
+    assert streamed(fake) == [True, False, False]
+
+
+async def test_a_hang_up_without_tools_is_the_server_failing_not_a_stream_to_retry(fake):
+    fake.enqueue(HangUp(), Whole("llamacpp_python_text_reply"))
+    _, exc = await collect_until_error(make_engine(fake), HELLO)
+    assert exc.kind == "engine_unavailable"
+    assert streamed(fake) == [True]
 
 
 async def test_an_empty_stream_without_tools_is_an_interruption_not_retried(fake):

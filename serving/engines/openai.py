@@ -18,7 +18,6 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-import httpx
 import openai
 
 from opencomposer.config import EngineSettings
@@ -59,12 +58,18 @@ class _Unanswered(EngineUnavailable):
     """A request the server took and dropped without a response (not one it never got)."""
 
 
+_NOT_CONNECTED = frozenset({"ConnectError", "ConnectTimeout"})
+
+
 def _reached_the_server(exc: openai.APIConnectionError) -> bool:
     """Whether the request got through before the connection failed: not a refused or
-    unreachable connection, not a timeout, but a hang-up after it was sent."""
-    if isinstance(exc, openai.APITimeoutError):
+    unreachable connection, not a timeout, but a hang-up after it was sent. The SDK's
+    transport is its own copy of httpx (`httpx2` in openai 3.x), so its exceptions are told
+    by their class names."""
+    cause = exc.__cause__
+    if isinstance(exc, openai.APITimeoutError) or cause is None:
         return False
-    return not isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout)
+    return not any(klass.__name__ in _NOT_CONNECTED for klass in type(cause).__mro__)
 
 
 def new_call_id() -> str:

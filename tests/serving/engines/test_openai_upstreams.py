@@ -3,10 +3,13 @@ llama-cpp-python's recorded habits (tests/support/streams/llamacpp*): non-stream
 for callers that wait, tool calls that cannot stream, usage that is or is not sent, windows
 asked of the server, overflows that arrive as broken streams, and model names."""
 
+import socket
+
 import pytest
 from support.fake_openai import HangUp, Replay, Status, Whole, recorded
 from support.openai_backend import HELLO, collect, collect_until_error, make_engine
 
+from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.base import (
     ChatMessage,
     Finished,
@@ -27,6 +30,7 @@ from opencomposer.serving.engines.errors import (
     EngineProtocolError,
     EngineStreamInterrupted,
 )
+from opencomposer.serving.engines.openai import OpenAIEngine
 from opencomposer.serving.engines.upstream_window import props_url, window_from_props
 
 GGUF = "/models/SmolLM2-135M-Instruct-Q8_0.gguf"
@@ -151,6 +155,19 @@ async def test_the_whole_retry_survives_the_broken_streams_stale_connection(fake
     result = await complete(make_engine(fake, model=GGUF), WITH_TOOLS)
     assert result.tool_calls == [READ_CALC]
     assert streamed(fake) == [True, False, False]
+
+
+@pytest.mark.parametrize("request_", [HELLO, WITH_TOOLS], ids=["text", "with-tools"])
+async def test_a_server_that_is_not_there_is_unreachable_not_a_hang_up(request_):
+    """Nothing listens: that is no answer to retry whole, whatever the request holds."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed again before the engine connects
+    engine = OpenAIEngine(
+        EngineSettings(backend="openai", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    )
+    _, exc = await collect_until_error(engine, request_.model_copy(update={"model": "m"}))
+    assert exc.kind == "engine_unavailable" and "cannot reach the model server" in exc.message
 
 
 async def test_a_hang_up_without_tools_is_the_server_failing_not_a_stream_to_retry(fake):

@@ -408,7 +408,10 @@ class TextAssembler:
         return events
 
     def finish_reason(self, engine_reason: str | None) -> FinishReason:
-        """The request's finish reason, given the engine's (`stop`, `length`, `abort`)."""
+        """The request's finish reason, given the engine's (`stop`, `length`, `abort`). A cap
+        reached is `length` even with calls, as at OpenAI: the last of them may be cut."""
+        if engine_reason == "length" and not self.stopped:
+            return "length"
         if self.calls:
             return "tool_calls"
         return "stop" if self.stopped else _FINISH.get(engine_reason, "stop")

@@ -84,6 +84,17 @@ def test_required_calls_where_the_model_would_answer_in_text(client) -> None:
     jsonschema_rs.validate(SCHEMAS[first.name], json.loads(first.arguments))
 
 
+def test_a_call_cut_by_max_tokens_says_length_as_at_openai(client) -> None:
+    # `required` allows more calls than one: the random model keeps adding them to the cap.
+    cut = chat(client, tools=TOOLS, tool_choice="required", max_tokens=24)
+    assert cut.choices[0].message.tool_calls  # calls were made, the last of them cut short
+    assert cut.choices[0].finish_reason == "length"
+    whole = chat(
+        client, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "list_dir"}}
+    )
+    assert whole.choices[0].finish_reason == "tool_calls"
+
+
 def test_a_forced_call_streams_as_tool_call_chunks(client) -> None:
     stream = chat(
         client,

@@ -355,16 +355,13 @@ class ActiveTurn:
         started, clock = datetime.now(UTC), time.perf_counter()
         result: GenerationResult | None = None
         self._count_call()
-        streamed = 0  # characters, for an estimate of what a call cut short generated
-        loops = _LoopWatch(self.settings.repeated_text_chars)
+        streamed = _StreamedSoFar(self.settings.repeated_text_chars)
         try:
             async with aclosing(self.engine.generate(request)) as stream:
                 async for event in stream:
-                    if isinstance(event, ReasoningDelta | EngineText):
-                        streamed += len(event.text)
-                        if loops.looping(event):
-                            result = loops.cut()
-                            break  # closing the stream stops the engine's generation
+                    if isinstance(event, ReasoningDelta | EngineText) and streamed.looping(event):
+                        result = streamed.cut()
+                        break  # closing the stream stops the engine's generation
                     if isinstance(event, ReasoningDelta) and event.text:
                         if reasoning is None:
                             reasoning = log.add(
@@ -380,8 +377,8 @@ class ActiveTurn:
                     elif isinstance(event, Finished):
                         result = event.result
         except EngineError as exc:
-            if streamed:  # it ran before it failed
-                self._estimate(messages, streamed)
+            if streamed.chars:  # it ran before it failed
+                self._estimate(messages, streamed.chars)
             self._record_call(self.turn.id, step, purpose, request, started, clock, error=exc)
             log.close_open(
                 ItemStatus.failed,
@@ -389,7 +386,7 @@ class ActiveTurn:
             )
             raise
         except asyncio.CancelledError:  # interrupted, or out of time: the engine had the prompt
-            self._estimate(messages, streamed)
+            self._estimate(messages, streamed.chars)
             raise
         if result is None:
             raise EngineError("the engine's stream ended without a result")
@@ -519,16 +516,19 @@ class ActiveTurn:
         return TurnStopped(StopReason.repetition) if verdict == Repetition.stop else None
 
 
-class _LoopWatch:
-    """A step's reasoning and text as they stream, each watched for a loop."""
+class _StreamedSoFar:
+    """A step's reasoning and text as they stream: each watched for a loop, and their length
+    the estimate of what a call cut short generated."""
 
     def __init__(self, min_chars: int) -> None:
         self.reasoning, self.text = TextLoopDetector(min_chars), TextLoopDetector(min_chars)
         self._parts: dict[bool, list[str]] = {True: [], False: []}
+        self.chars = 0
 
     def looping(self, event: ReasoningDelta | EngineText) -> bool:
         reasoning = isinstance(event, ReasoningDelta)
         self._parts[reasoning].append(event.text)
+        self.chars += len(event.text)
         return (self.reasoning if reasoning else self.text).feed(event.text)
 
     def cut(self) -> GenerationResult:

@@ -17,9 +17,13 @@ from opencomposer.agent.tools.sandbox import probe_bubblewrap
 CLI = str(Path(sys.executable).parent / "opencomposer")
 
 
-def run(*args: str, check_rc: int | None = 0, **env: str) -> subprocess.CompletedProcess:
+def run(
+    *args: str, check_rc: int | None = 0, unset: tuple[str, ...] = (), **env: str
+) -> subprocess.CompletedProcess:
+    """The CLI with this environment plus `env`, less the variables named in `unset`."""
+    kept = {name: value for name, value in os.environ.items() if name not in unset}
     proc = subprocess.run(
-        [CLI, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+        [CLI, *args], capture_output=True, text=True, timeout=60, env={**kept, **env}
     )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stderr
@@ -54,11 +58,10 @@ def every_command() -> list[list[str]]:
 
 
 def test_help_shows_values_not_placeholders_and_nothing_cut():
-    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     commands = every_command()
     assert ["chat"] in commands and ["traces", "export"] in commands
     for argv in commands:
-        shown = run(*argv, "--help", **env).stdout
+        shown = run(*argv, "--help", unset=("COLUMNS",)).stdout  # as piped
         lines = [line for line in shown.splitlines() if "--help" not in line]
         assert not any("<bool>" in line for line in lines), (argv, shown)  # flags take no value
         assert "…" not in shown, (argv, shown)  # an example cut short cannot be copied
@@ -185,21 +188,14 @@ def test_doctor_table_for_humans():
 
 def test_piped_tables_keep_each_row_on_one_line():
     """Rich assumes 80 columns for a pipe; a row broken mid-path cannot be grepped."""
-    env = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     with ThreadedFakeOpenAI() as fake:
-        proc = subprocess.run(
-            [
-                CLI,
-                "doctor",
-                "-c",
-                "engine.backend=openai",
-                "-c",
-                f"engine.base_url={fake.base_url}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
+        proc = run(
+            "doctor",
+            "-c",
+            "engine.backend=openai",
+            "-c",
+            f"engine.base_url={fake.base_url}",
+            unset=("COLUMNS",),
         )
     engine = next(line for line in proc.stdout.splitlines() if line.startswith("engine"))
     assert f"openai backend at {fake.base_url} serves fake-model (8,192-token window;" in engine

@@ -5,6 +5,7 @@ reply here is the constraint's."""
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import jsonschema_rs
 import openai
@@ -13,7 +14,6 @@ from support.live_server import live_server
 
 from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
-from opencomposer.serving.model_store import init
 
 MODEL = "tiny-moe"
 HELLO = [{"role": "user", "content": "hello, how are you?"}]
@@ -50,11 +50,12 @@ REPLY = {
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
-    root = tmp_path_factory.mktemp("constrained")
-    init(MODEL, root / "models")
+def client(
+    tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path
+) -> Iterator[openai.OpenAI]:
     settings = EngineSettings(model=MODEL, device="cpu", kv_cache_tokens=2048)
-    with live_server(EmbeddedEngine(settings, root / "models"), root / "home") as url:
+    home = tmp_path_factory.mktemp("constrained")
+    with live_server(EmbeddedEngine(settings, tiny_models_dir), home) as url:
         yield openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
 
 

@@ -21,7 +21,6 @@ from support.scripted_engine import Reply, ScriptedEngine, call
 from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.embedded.service import EmbeddedEngine
 from opencomposer.serving.engines.errors import ContextLengthExceeded, EngineServerError
-from opencomposer.serving.model_store import init
 
 SCRIPTED = "scripted-model"
 HELLO = [{"role": "user", "content": "hello"}]
@@ -199,14 +198,14 @@ def test_an_error(tmp_path: Path, method: str, path: str, request_args: dict, st
 
 
 @pytest.fixture(scope="module")
-def tiny_moe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def tiny_moe(tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path) -> Iterator[str]:
     """One server over the embedded tiny model (a FIM model) for the module; yields its URL."""
-    models = tmp_path_factory.mktemp("models")
-    init("tiny-moe", models)
     settings = EngineSettings(
         model="tiny-moe", device="cpu", kv_cache_tokens=2048, speculative="none"
     )
-    with live_server(EmbeddedEngine(settings, models), tmp_path_factory.mktemp("home")) as url:
+    with live_server(
+        EmbeddedEngine(settings, tiny_models_dir), tmp_path_factory.mktemp("home")
+    ) as url:
         yield url
 
 

@@ -79,7 +79,7 @@ $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,kernels]'
 	@touch $@ $(VENV)/.installed
 
 # The agent against real OpenAI-compatible servers, not part of `make test`: llama-cpp-python's

@@ -17,6 +17,7 @@ from opencomposer.serving.cli.chat_cmd import chat
 from opencomposer.serving.cli.config_cmd import config_app
 from opencomposer.serving.cli.doctor_cmd import doctor
 from opencomposer.serving.cli.engine_cmd import engine_app
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.lsp_cmd import lsp
 from opencomposer.serving.cli.models_cmd import models_app
 from opencomposer.serving.cli.options import FLAG
@@ -26,7 +27,7 @@ from opencomposer.serving.cli.tools_cmd import tool, tools
 from opencomposer.serving.cli.traces_cmd import traces_app
 from opencomposer.serving.engines.errors import EngineError
 
-app = typer.Typer(
+app = CommandApp(
     name="opencomposer",
     help="An open, self-hostable IDE coding-agent server.",
     no_args_is_help=True,

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from opencomposer.bench.report import print_bench
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     FLAG,
     ConfigOverrides,
@@ -17,9 +18,7 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err, out
 
-bench_app = typer.Typer(
-    help="Benchmarks: ours beside a baseline, as a ratio.", no_args_is_help=True
-)
+bench_app = CommandApp(help="Benchmarks: ours beside a baseline, as a ratio.", no_args_is_help=True)
 
 
 @bench_app.command("tools")

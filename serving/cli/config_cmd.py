@@ -1,9 +1,9 @@
 """`opencomposer config show`: the merged settings and where each value came from."""
 
-import typer
 from rich.table import Table
 
 from opencomposer import paths
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     ConfigOverrides,
     Json,
@@ -13,7 +13,7 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import out, print_json
 
-config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
+config_app = CommandApp(help="Inspect configuration.", no_args_is_help=True)
 
 
 @config_app.command("show")

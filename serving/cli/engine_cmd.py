@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from opencomposer.config import Settings
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     FLAG,
     ConfigOverrides,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
     from opencomposer.serving.engines.embedded.models.base import CausalLM
 
-engine_app = typer.Typer(help="Talk to the model engine directly.", no_args_is_help=True)
+engine_app = CommandApp(help="Talk to the model engine directly.", no_args_is_help=True)
 
 
 def _load_tools(path: Path | None) -> list[ToolSpec]:

@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from opencomposer.serving import model_store as store
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     FLAG,
     ConfigOverrides,
@@ -16,7 +17,7 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err, out, print_json
 
-models_app = typer.Typer(
+models_app = CommandApp(
     help="Models: what is installed, fetching and creating more.", no_args_is_help=True
 )
 

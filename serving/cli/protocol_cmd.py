@@ -6,9 +6,10 @@ from typing import Annotated
 import typer
 
 from opencomposer.agent.protocol.schema import protocol_schema_json
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.output import err
 
-protocol_app = typer.Typer(help="The agent protocol.", no_args_is_help=True)
+protocol_app = CommandApp(help="The agent protocol.", no_args_is_help=True)
 
 
 @protocol_app.command("schema")

@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     FLAG,
     ConfigOverrides,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # the store (numpy, pydantic models) loads only when a comman
     from opencomposer.agent.protocol.threads import TurnWithItems
     from opencomposer.agent.traces.base import TraceStore
 
-traces_app = typer.Typer(
+traces_app = CommandApp(
     help="Traces: recorded threads, their export for training, consent.", no_args_is_help=True
 )
 

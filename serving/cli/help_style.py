@@ -8,12 +8,15 @@ Every command and group of the CLI is made through `CommandApp`, so each gets th
 from typing import Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperGroup
+
+# typer vendors click (typer._click); its commands take that copy's Context.
+from typer._click import Context
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from opencomposer.serving.cli.options import FLAG
 
 
-def _usage_pieces(params: list[Any], options_metavar: str | None, ctx: typer.Context) -> list[str]:
+def _usage_pieces(params: list[Any], options_metavar: str | None, ctx: Context) -> list[str]:
     """The usage line as click writes it: REQUIRED bare, [OPTIONAL] in brackets."""
     pieces = [options_metavar] if options_metavar else []
     for param in params:
@@ -27,7 +30,7 @@ def _usage_pieces(params: list[Any], options_metavar: str | None, ctx: typer.Con
 
 
 class _HelpTakesNoValue:
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             option.metavar = FLAG
@@ -35,7 +38,7 @@ class _HelpTakesNoValue:
 
 
 class _Command(_HelpTakesNoValue, TyperCommand):
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         return _usage_pieces(self.get_params(ctx), self.options_metavar, ctx)
 
 

@@ -353,7 +353,19 @@ class Finished:
     result: GenerationResult
 
 
-EngineEvent = TextDelta | ReasoningDelta | ToolCallStarted | ToolCallArgumentsDelta | Finished
+@dataclass(frozen=True, slots=True)
+class TokensSampled:
+    """Output tokens with their logprobs as they are sampled, sent only when the request
+    captures logprobs, so a stream can carry each chunk's logprobs with it (as OpenAI's
+    does). They come before the text they spell; the text of a character split across tokens
+    follows its last token. The result's `TokenTrace.sampled` holds them all again."""
+
+    tokens: tuple[SampledToken, ...]
+
+
+EngineEvent = (
+    TextDelta | ReasoningDelta | ToolCallStarted | ToolCallArgumentsDelta | TokensSampled | Finished
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from opencomposer.serving.engines.base import (
     SampledToken,
     SpecDecodeStats,
     TextDelta,
+    TokensSampled,
     TokenTrace,
     ToolCall,
     ToolCallArgumentsDelta,
@@ -120,6 +121,8 @@ class ChatStreamAssembler:
     def _read_choice(self, choice: dict[str, Any], events: list[EngineEvent]) -> None:
         delta = _expect(choice.get("delta") or {}, dict, "delta")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if choice.get("logprobs"):  # the tokens of this chunk's text, sent ahead of it
+            self._read_logprobs(_expect(choice["logprobs"], dict, "logprobs"), events)
         if reasoning:
             self._reasoning.append(_expect(reasoning, str, "reasoning"))
             events.append(ReasoningDelta(reasoning))
@@ -129,8 +132,6 @@ class ChatStreamAssembler:
             self._read_content(_expect(content, str, "content"), events)
         for call in _expect(delta.get("tool_calls") or [], list, "tool_calls"):
             self._read_native_call(_expect(call, dict, "a tool call"), events)
-        if choice.get("logprobs"):
-            self._read_logprobs(_expect(choice["logprobs"], dict, "logprobs"))
         if choice.get("token_ids") is not None:  # vLLM: this chunk's completion ids
             self._completion_ids = (self._completion_ids or []) + _int_list(
                 choice["token_ids"], "token_ids"
@@ -140,8 +141,10 @@ class ChatStreamAssembler:
         if choice.get("finish_reason"):
             self._finish = _expect(choice["finish_reason"], str, "finish_reason")
 
-    def _read_logprobs(self, logprobs: dict[str, Any]) -> None:
+    def _read_logprobs(self, logprobs: dict[str, Any], events: list[EngineEvent]) -> None:
         tokens = read_logprobs(logprobs)
+        if tokens:
+            events.append(TokensSampled(tuple(tokens)))
         self._sampled = (self._sampled or []) + tokens
         self._logprobs = (self._logprobs or []) + [t.logprob for t in tokens]
 

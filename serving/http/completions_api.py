@@ -17,13 +17,20 @@ from opencomposer.serving.engines.base import (
     Finished,
     GenerationRequest,
     GenerationResult,
+    SampledToken,
     SamplingParams,
     TextDelta,
     TextPrompt,
+    TokensSampled,
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL
 from opencomposer.serving.http.errors import translating_route
-from opencomposer.serving.http.logprobs import completion_logprobs
+from opencomposer.serving.http.logprobs import (
+    StreamedLogprobs,
+    TextOffsets,
+    completion_logprobs,
+    sampled_tokens,
+)
 from opencomposer.serving.http.model_api import (
     INT64,
     Envelope,
@@ -161,6 +168,8 @@ class TextReply(Envelope):
         super().__init__(prefix="cmpl", model=model)
         self.echo = echo
         self.logprobs = logprobs
+        self._streamed_logprobs = StreamedLogprobs()
+        self._streamed_offsets = TextOffsets(len(echo))
 
     def _choice(
         self, text: str, finish_reason: str | None = None, logprobs: dict[str, Any] | None = None
@@ -168,28 +177,37 @@ class TextReply(Envelope):
         return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
     def completion(self, result: GenerationResult) -> dict[str, Any]:
-        choice = self._choice(self.echo + result.text, result.finish_reason, self._logprobs(result))
+        logprobs = self._logprobs(sampled_tokens(result.tokens), TextOffsets(len(self.echo)))
+        choice = self._choice(self.echo + result.text, result.finish_reason, logprobs)
         return self._envelope(self.KIND, [choice]) | usage_field(result)
 
     def opening(self) -> list[dict[str, Any]]:
         return [self._envelope(self.KIND, [self._choice(self.echo)])] if self.echo else []
 
     def chunks(self, event: EngineEvent, include_usage: bool) -> list[dict[str, Any]]:
+        """The chunks one engine event becomes, each with the logprobs of the tokens sampled
+        since the last one."""
         match event:
+            case TokensSampled(tokens):
+                self._streamed_logprobs.add(tokens)
             case TextDelta(text):
-                return [self._envelope(self.KIND, [self._choice(text)])]
+                logprobs = self._logprobs(self._streamed_logprobs.take(), self._streamed_offsets)
+                return [self._envelope(self.KIND, [self._choice(text, logprobs=logprobs)])]
             case Finished(result):
+                logprobs = self._logprobs(
+                    self._streamed_logprobs.at_finish(result.tokens), self._streamed_offsets
+                )
                 chunks = [
-                    self._envelope(
-                        self.KIND, [self._choice("", result.finish_reason, self._logprobs(result))]
-                    )
+                    self._envelope(self.KIND, [self._choice("", result.finish_reason, logprobs)])
                 ]
                 if include_usage:
                     chunks.append(self._envelope(self.KIND, []) | {"usage": usage_json(result)})
                 return chunks
         return []
 
-    def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
+    def _logprobs(
+        self, tokens: list[SampledToken] | None, offsets: TextOffsets
+    ) -> dict[str, Any] | None:
         if self.logprobs is None:
             return None
-        return completion_logprobs(result.tokens, self.logprobs, len(self.echo))
+        return completion_logprobs(tokens, self.logprobs, offsets)

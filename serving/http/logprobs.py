@@ -21,7 +21,9 @@ LOGPROB_FLOOR = -9999.0
 logprob is -inf, which JSON cannot carry)."""
 
 
-def _sampled(trace: TokenTrace | None) -> list[SampledToken] | None:
+def sampled_tokens(trace: TokenTrace | None) -> list[SampledToken] | None:
+    """A result's output tokens with their logprobs, named by id where the engine gave no
+    text; None when it recorded no logprobs."""
     if trace is None:
         return None
     if trace.sampled is not None:
@@ -47,10 +49,9 @@ def _chat_token(token: TokenLogprob) -> dict[str, Any]:
     }
 
 
-def chat_logprobs(trace: TokenTrace | None, top: int) -> dict[str, Any] | None:
-    """The `logprobs` of a chat choice, with `top` alternatives per token; None when the
-    result has none."""
-    tokens = _sampled(trace)
+def chat_logprobs(tokens: list[SampledToken] | None, top: int) -> dict[str, Any] | None:
+    """The `logprobs` of a chat choice (or of one streamed chunk's tokens), with `top`
+    alternatives per token; None when there are none."""
     if tokens is None:
         return None
     content = [
@@ -60,19 +61,30 @@ def chat_logprobs(trace: TokenTrace | None, top: int) -> dict[str, Any] | None:
     return {"content": content, "refusal": None}
 
 
-def completion_logprobs(trace: TokenTrace | None, top: int, start: int) -> dict[str, Any] | None:
-    """The legacy `logprobs` of a text completion whose output begins at character `start`
-    of the returned text (after an echoed prompt). A token that begins inside a character
-    (a byte-level piece of it) starts where that character does."""
-    tokens = _sampled(trace)
+class TextOffsets:
+    """Where each token begins in a completion's returned text, token after token, so that a
+    stream's chunks count on from each other. A token that begins inside a character (a
+    byte-level piece of it) starts where that character does."""
+
+    def __init__(self, start: int) -> None:
+        """`start`: where the output begins in the returned text (after an echoed prompt)."""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._chars = start
+
+    def of(self, token: SampledToken) -> int:
+        offset = self._chars
+        self._chars += (
+            len(self._decoder.decode(token.bytes)) if token.bytes is not None else len(token.token)
+        )
+        return offset
+
+
+def completion_logprobs(
+    tokens: list[SampledToken] | None, top: int, offsets: TextOffsets
+) -> dict[str, Any] | None:
+    """The legacy `logprobs` of a text completion (or of one streamed chunk's tokens)."""
     if tokens is None:
         return None
-    offsets = []
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    chars = start
-    for token in tokens:
-        offsets.append(chars)
-        chars += len(decoder.decode(token.bytes)) if token.bytes is not None else len(token.token)
     alternatives = [
         {a.token: _logprob(a.logprob) for a in t.top_logprobs[:top]}
         | {t.token: _logprob(t.logprob)}
@@ -82,5 +94,28 @@ def completion_logprobs(trace: TokenTrace | None, top: int, start: int) -> dict[
         "tokens": [t.token for t in tokens],
         "token_logprobs": [_logprob(t.logprob) for t in tokens],
         "top_logprobs": alternatives,
-        "text_offset": offsets,
+        "text_offset": [offsets.of(t) for t in tokens],
     }
+
+
+class StreamedLogprobs:
+    """A stream's logprobs, carried by the chunk of the text they spell, as OpenAI streams
+    them: tokens wait here from the engine's `TokensSampled` until the next chunk goes out.
+    A backend that sends none while streaming has the whole result's on the finish chunk."""
+
+    def __init__(self) -> None:
+        self._waiting: list[SampledToken] = []
+        self._streamed = False
+
+    def add(self, tokens: tuple[SampledToken, ...]) -> None:
+        self._waiting += tokens
+        self._streamed = True
+
+    def take(self) -> list[SampledToken] | None:
+        """The tokens for the chunk going out now; None when there are none."""
+        waiting, self._waiting = self._waiting, []
+        return waiting or None
+
+    def at_finish(self, trace: TokenTrace | None) -> list[SampledToken] | None:
+        """The tokens for the finish chunk."""
+        return self.take() if self._streamed else sampled_tokens(trace)

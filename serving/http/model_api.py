@@ -35,8 +35,10 @@ from opencomposer.serving.engines.base import (
     GenerationResult,
     ReasoningDelta,
     ResponseFormat,
+    SampledToken,
     SamplingParams,
     TextDelta,
+    TokensSampled,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStarted,
@@ -54,7 +56,7 @@ from opencomposer.serving.engines.errors import (
 )
 from opencomposer.serving.http.agent_chat import AGENT_MODEL, THREAD_HEADER, AgentChatEngine
 from opencomposer.serving.http.errors import describe, translating_route, validation_problems
-from opencomposer.serving.http.logprobs import chat_logprobs
+from opencomposer.serving.http.logprobs import StreamedLogprobs, chat_logprobs, sampled_tokens
 from opencomposer.serving.http.openai_arguments import (
     OPENAI_DEFAULT_TEMPERATURE,
     PENALTIES_OFF,
@@ -549,6 +551,7 @@ class ChatReply(Envelope):
         """`top_logprobs`: alternatives per token; None when logprobs were not asked for."""
         super().__init__(prefix="chatcmpl", model=model)
         self.top_logprobs = top_logprobs
+        self._streamed_logprobs = StreamedLogprobs()
 
     def opening(self) -> list[dict[str, Any]]:
         return [self.chunk({"role": "assistant", "content": ""})]
@@ -568,7 +571,7 @@ class ChatReply(Envelope):
             "index": 0,
             "message": message,
             "finish_reason": result.finish_reason,
-            "logprobs": self._logprobs(result),
+            "logprobs": self._logprobs(sampled_tokens(result.tokens)),
         }
         return self._envelope("chat.completion", [choice]) | usage_field(result)
 
@@ -582,12 +585,16 @@ class ChatReply(Envelope):
         return self._envelope("chat.completion.chunk", [choice])
 
     def chunks(self, event: EngineEvent, include_usage: bool) -> list[dict[str, Any]]:
-        """The chunks one engine event becomes."""
+        """The chunks one engine event becomes. Each carries the logprobs of the tokens sampled
+        since the last one (reasoning and tool-call tokens included, as in a whole reply)."""
         match event:
+            case TokensSampled(tokens):
+                self._streamed_logprobs.add(tokens)
+                return []
             case TextDelta(text):
-                return [self.chunk({"content": text})]
+                delta: dict[str, Any] = {"content": text}
             case ReasoningDelta(text):
-                return [self.chunk({"reasoning_content": text})]
+                delta = {"reasoning_content": text}
             case ToolCallStarted(index, call_id, name):
                 call = {
                     "index": index,
@@ -595,26 +602,23 @@ class ChatReply(Envelope):
                     "type": "function",
                     "function": {"name": name, "arguments": ""},
                 }
-                return [self.chunk({"tool_calls": [call]})]
+                delta = {"tool_calls": [call]}
             case ToolCallArgumentsDelta(index, text):
-                return [
-                    self.chunk({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
-                ]
+                delta = {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
             case Finished(result):
-                # Engines report logprobs with the result, so all of them ride on the finish
-                # chunk (the text chunks carry none).
-                chunks = [self.chunk({}, result.finish_reason, self._logprobs(result))]
+                logprobs = self._logprobs(self._streamed_logprobs.at_finish(result.tokens))
+                chunks = [self.chunk({}, result.finish_reason, logprobs)]
                 if include_usage:
                     chunks.append(
                         self._envelope("chat.completion.chunk", []) | {"usage": usage_json(result)}
                     )
                 return chunks
-        return []
+            case _:
+                return []
+        return [self.chunk(delta, logprobs=self._logprobs(self._streamed_logprobs.take()))]
 
-    def _logprobs(self, result: GenerationResult) -> dict[str, Any] | None:
-        return (
-            None if self.top_logprobs is None else chat_logprobs(result.tokens, self.top_logprobs)
-        )
+    def _logprobs(self, tokens: list[SampledToken] | None) -> dict[str, Any] | None:
+        return None if self.top_logprobs is None else chat_logprobs(tokens, self.top_logprobs)
 
 
 def usage_field(result: GenerationResult) -> dict[str, Any]:

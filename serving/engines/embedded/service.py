@@ -34,6 +34,7 @@ from opencomposer.serving.engines.base import (
     ModelInfo,
     SpecDecodeStats,
     TextDelta,
+    TokensSampled,
     TokenTrace,
     ToolCall,
     ToolCallArgumentsDelta,
@@ -236,6 +237,8 @@ class EmbeddedEngine:
         try:
             async with aclosing(loaded.worker.run(prompt, options)) as progress:
                 async for last in progress:
+                    if request.capture.logprobs and len(last.output_ids) > text.tokens:
+                        yield self._sampled_since(loaded, last, text.tokens, stop_ids)
                     for event in text.feed(last.output_ids[text.tokens :]):
                         yield event
                     if text.stopped:
@@ -255,6 +258,22 @@ class EmbeddedEngine:
         for event in text.finish():
             yield event
         yield Finished(self._result(loaded, prompt, stop_ids, last, text, request))
+
+    @staticmethod
+    def _sampled_since(
+        loaded: _Loaded, last: Progress, start: int, stop_ids: frozenset[int]
+    ) -> TokensSampled:
+        """The output tokens from `start` on, with their logprobs and alternatives."""
+        return TokensSampled(
+            tuple(
+                loaded.token_texts.sampled(
+                    last.output_ids[start:],
+                    last.logprobs[start:],
+                    last.top_logprobs[start:],
+                    skip=stop_ids,
+                )
+            )
+        )
 
     @staticmethod
     async def _grammar(loaded: _Loaded, request: GenerationRequest) -> Grammar | None:

@@ -25,6 +25,7 @@ from opencomposer.serving.engines.base import (
     TextDelta,
     TextPrompt,
     TokenLogprob,
+    TokensSampled,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStarted,
@@ -238,7 +239,8 @@ async def test_upstream_logprobs_are_relayed_with_bytes_and_alternatives(fake):
     request = GenerationRequest(
         messages=HELLO.messages, capture=Capture(logprobs=True, top_logprobs=2)
     )
-    result = (await collect(make_engine(fake), request))[-1].result
+    events = await collect(make_engine(fake), request)
+    result = events[-1].result
     assert (fake.requests[0]["body"]["logprobs"], fake.requests[0]["body"]["top_logprobs"]) == (
         True,
         2,
@@ -255,6 +257,13 @@ async def test_upstream_logprobs_are_relayed_with_bytes_and_alternatives(fake):
     ]
     assert result.tokens.logprobs == [-0.25, -0.5, -0.125]
     assert b"".join(t.bytes for t in result.tokens.sampled).decode() == result.text == "Hi你"
+    # Each chunk's tokens are passed on as they come, ahead of the text they spell.
+    streamed = [
+        [t.token for t in e.tokens] if isinstance(e, TokensSampled) else e.text
+        for e in events
+        if isinstance(e, TokensSampled | TextDelta)
+    ]
+    assert streamed == [["Hi"], "Hi", ["\\xe4\\xbd"], ["\\xa0"], "你"]
 
 
 async def test_vllm_token_ids_are_collected_per_chunk(fake):
@@ -305,7 +314,7 @@ async def test_a_text_prompt_goes_to_text_completions_with_its_suffix(fake):
         "logprobs": 0,
     }
     assert "messages" not in sent["body"] and "tools" not in sent["body"]
-    assert events[:2] == [TextDelta("a + b"), TextDelta("\n")]
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("a + b"), TextDelta("\n")]
     result = events[-1].result
     assert (result.text, result.finish_reason) == ("a + b\n", "stop")
     assert result.usage == Usage(prompt_tokens=9, completion_tokens=4)

@@ -87,24 +87,41 @@ def test_sampled_tokens_have_the_logprob_of_their_alternative(tiny: str):
     assert any(t.token != t.top_logprobs[0].token for t in tokens)  # sampled, not greedy
 
 
-def test_streamed_chat_logprobs_join_to_the_content(tiny: str):
-    chunks = list(
-        client(tiny).chat.completions.create(
-            model="tiny-moe",
-            messages=HELLO,
-            max_tokens=10,
-            temperature=0,
-            logprobs=True,
-            top_logprobs=2,
-            stream=True,
-        )
+def test_streamed_chat_logprobs_ride_on_the_chunks_of_their_text(tiny: str):
+    asked = dict(
+        model="tiny-moe",
+        messages=HELLO,
+        max_tokens=10,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=2,
     )
-    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    with_logprobs = [c for c in chunks if c.choices and c.choices[0].logprobs]
-    assert [c.choices[0].finish_reason for c in with_logprobs] == ["length"]  # the finish chunk
-    tokens = with_logprobs[0].choices[0].logprobs.content
-    assert "".join(t.token for t in tokens) == content
-    assert all(len(t.top_logprobs) == 2 for t in tokens)
+    chunks = [c for c in client(tiny).chat.completions.create(**asked, stream=True) if c.choices]
+    with_text = [c for c in chunks if c.choices[0].delta.content]
+    assert len(with_text) > 1
+    for chunk in with_text:  # each token's text is in the chunk that carries it
+        tokens = chunk.choices[0].logprobs.content
+        text = b"".join(bytes(t.bytes) for t in tokens).decode("utf-8", "replace")
+        assert chunk.choices[0].delta.content in text
+        assert all(len(t.top_logprobs) == 2 for t in tokens)
+    streamed = [t for c in chunks if c.choices[0].logprobs for t in c.choices[0].logprobs.content]
+    whole = client(tiny).chat.completions.create(**asked).choices[0].logprobs.content
+    assert [t.model_dump() for t in streamed] == [t.model_dump() for t in whole]
+    content = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert "".join(t.token for t in streamed) == content
+
+
+def test_streamed_completion_logprobs_count_offsets_on_across_chunks(tiny: str):
+    asked = dict(model="tiny-moe", prompt="def add(a, b):", max_tokens=8, temperature=0, logprobs=2)
+    whole = client(tiny).completions.create(**asked, echo=True).choices[0].logprobs
+    chunks = list(client(tiny).completions.create(**asked, echo=True, stream=True))
+    parts = [c.choices[0].logprobs for c in chunks if c.choices and c.choices[0].logprobs]
+    assert len(parts) > 1
+    joined = {
+        key: [value for part in parts for value in getattr(part, key)]
+        for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+    }
+    assert joined == {key: getattr(whole, key) for key in joined}
 
 
 def test_completion_logprobs_offsets_index_the_echoed_text(tiny: str):

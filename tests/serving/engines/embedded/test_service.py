@@ -26,6 +26,7 @@ from opencomposer.serving.engines.base import (
     ModelInfo,
     SamplingParams,
     TextDelta,
+    TokensSampled,
     ToolCallArgumentsDelta,
     ToolCallStarted,
     complete,
@@ -130,11 +131,15 @@ async def test_smollm2_answers_a_question_with_a_token_trace(open_engines, model
     )
     events = await collect(engine, request)
 
-    assert all(isinstance(e, TextDelta) for e in events[:-1])
+    assert all(isinstance(e, TextDelta | TokensSampled) for e in events[:-1])
     assert isinstance(events[-1], Finished)
     result = events[-1].result
     assert "Paris" in result.text
-    assert "".join(e.text for e in events[:-1]) == result.text
+    assert "".join(e.text for e in events[:-1] if isinstance(e, TextDelta)) == result.text
+    # The tokens went out as they were sampled, each before its text, as the trace has them.
+    streamed = [t for e in events if isinstance(e, TokensSampled) for t in e.tokens]
+    assert streamed == result.tokens.sampled
+    assert isinstance(events[0], TokensSampled)
     assert "<|im_end|>" not in result.text  # the stop token ends the turn, unprinted
     assert result.finish_reason == "stop"
     assert result.model == SMOL
@@ -477,7 +482,10 @@ async def test_a_stop_string_aborts_the_rest_of_the_generation(open_engines):
     events = await collect(engine, ask("def main():", max_tokens=40, stop=[stop], capture=capture))
     result = events[-1].result
     assert result.text == full.text[:cut]
-    assert "".join(e.text for e in events[:-1]) == result.text
+    assert "".join(e.text for e in events[:-1] if isinstance(e, TextDelta)) == result.text
+    assert [t for e in events if isinstance(e, TokensSampled) for t in e.tokens] == (
+        result.tokens.sampled
+    )
     assert result.finish_reason == "stop"
     # The trace is the tokens sampled when the stop was seen, consistently.
     ids = result.tokens.completion_token_ids

@@ -13,6 +13,7 @@ const state = {
   items: new Map(),   // item id -> {item, el}
   turns: new Map(),   // turn id -> {turn, el, items, footer}
   running: new Map(), // thread id -> its turn being streamed ("starting" before it has an id)
+  failures: new Map(), // thread id -> why its turn failed while another thread was shown
   view: 0,            // bumped when another thread is shown: older streams stop drawing
   loading: false,     // the shown thread's log is loading: no turn starts before it is shown
   engineModel: undefined,  // the engine's served model, once `/v1/models` named it
@@ -175,7 +176,8 @@ async function openThread(threadId) {
       addTurn(turn);
       for (const item of turn.items) showItem(item);
     }
-    setStatus("");
+    setStatus(state.failures.get(threadId) || "", state.failures.has(threadId));
+    state.failures.delete(threadId);
     // Followed even when this page started the turn: that stream drew an older view.
     const last = turns[turns.length - 1];
     if (last && last.status === "in_progress") await follow(threadId);
@@ -219,7 +221,9 @@ function updateTurn(turn) {
   entry.turn = turn;
   entry.footer.replaceChildren(...[
     h("span", { class: `badge ${turn.status}` }, turn.status),
-    turn.stop_reason ? h("span", null, `stop: ${turn.stop_reason}`) : null,
+    // An interrupted turn's status says why it stopped already.
+    turn.stop_reason && turn.stop_reason !== turn.status
+      ? h("span", null, `stop: ${turn.stop_reason}`) : null,
     // A running turn's usage is only summed when it ends: its zeros would mislead.
     turn.status !== "in_progress" ? usage(turn.usage || {}) : null,
     turn.error ? h("span", { class: "error" }, `${turn.error.kind}: ${turn.error.message}`)
@@ -253,7 +257,10 @@ async function startTurn(text) {
     $("request").value = "";
     await streamTurn(response, threadId);
   } catch (error) {
-    setStatus(`Turn failed: ${error.message}`, true);
+    // Said where it happened: on this thread's page, now or when it is opened next.
+    const message = `Turn failed: ${error.message}`;
+    if (threadId === state.threadId) setStatus(message, true);
+    else state.failures.set(threadId, message);
   } finally {
     setRunning(threadId, null);
     // The first request titles an untitled thread: the header follows the list.

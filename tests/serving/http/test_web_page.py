@@ -383,3 +383,55 @@ def test_a_file_change_shows_its_diff(tmp_path: Path, workspace: Path, browser) 
         expect(page.locator(".item.agent_message .text")).to_have_text("edited")
         assert (workspace / "app.py").read_text() == "print('<b>hello</b>')\n"
         assert errors == []
+
+
+def test_a_turn_that_fails_in_another_thread_is_told_on_that_thread(
+    tmp_path: Path, workspace: Path, browser
+) -> None:
+    expect = sync_api.expect
+    with live_server(ScriptedEngine([]), tmp_path / "home") as url:
+        first, second = (
+            httpx.post(
+                f"{url}/v1/threads", json={"workspace": str(workspace), "title": title}
+            ).json()["thread"]["id"]
+            for title in ("first", "second")
+        )
+        page, errors = open_page(browser, f"{url}/#thread={first}")
+        held: list[Any] = []  # the first thread's turn request, answered once it is not shown
+        page.route(f"**/v1/threads/{first}/turns", lambda route: held.append(route))
+        page.fill("#request", "look")
+        page.click("#send")
+        expect(page.locator("#send")).to_be_disabled()
+        page.click(f"#threads a[href='#thread={second}']")
+        expect(page.locator("#thread-header h2")).to_have_text("second")
+        held[0].fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"error": {"message": "the engine is away", "type": "engine_unavailable"}}',
+        )
+        page.wait_for_function("() => !state.running.size")  # that turn is over
+        expect(page.locator("#status")).to_have_text("")  # not this thread's failure
+        page.click(f"#threads a[href='#thread={first}']")
+        expect(page.locator("#status")).to_have_text("Turn failed: the engine is away")
+        expect(page.locator("#status")).to_have_class("error")
+        page.click(f"#threads a[href='#thread={second}']")
+        expect(page.locator("#status")).to_have_text("")  # told once, where it happened
+        # messages in the page's console are the server's answer to the held request
+        assert [e for e in errors if "503" not in e] == []
+
+
+def test_an_interrupted_turn_says_so_once(tmp_path: Path, workspace: Path, browser) -> None:
+    expect = sync_api.expect
+    engine = ScriptedEngine([Reply(text="I will look at every file in turn", hang_after=3)])
+    with live_server(engine, tmp_path / "home") as url:
+        thread = httpx.post(f"{url}/v1/threads", json={"workspace": str(workspace)}).json()
+        page, errors = open_page(browser, f"{url}/#thread={thread['thread']['id']}")
+        page.fill("#request", "look")
+        page.click("#send")
+        expect(page.locator(".item.agent_message .text")).not_to_have_text("")
+        page.click("#interrupt")
+        footer = page.locator(".turn-footer")
+        expect(footer.locator(".badge")).to_have_text("interrupted")
+        expect(footer.locator(".usage")).to_have_count(1)
+        assert footer.inner_text().count("interrupted") == 1, footer.inner_text()
+        assert errors == []

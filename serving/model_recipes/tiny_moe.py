@@ -39,7 +39,6 @@ CORPUS = Path(__file__).with_name("tiny_moe_corpus.tar.xz")
 A snapshot, not the installed sources, so that the model depends on its seed alone: trained on
 the live sources, every edit to the package changed the tokenizer, and with it everything the
 seeded model generates."""
-"""Packages whose Python sources train the tokenizer (all ship in the wheel)."""
 
 TINY_MOE_CONFIG: dict[str, Any] = {
     "architectures": ["DeepseekV3ForCausalLM"],

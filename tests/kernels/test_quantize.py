@@ -10,6 +10,7 @@ from torch import Tensor
 
 from opencomposer.kernels import dequantize, quantize_mxfp8, quantize_nvfp4
 from opencomposer.kernels.float_formats import decode_e4m3, encode_e2m1
+from opencomposer.kernels.implementation import Implementation
 
 SHAPES = [(3, 5, 64), (1, 32), (7, 1, 96), (32,)]
 
@@ -144,10 +145,13 @@ def division_sensitive_row() -> Tensor:
     return torch.stack(blocks)
 
 
-def test_nvfp4_divides_exactly() -> None:
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_nvfp4_divides_exactly(impl: Implementation) -> None:
+    if impl == "triton":
+        pytest.importorskip("triton", reason="triton is not installed")
     rows = division_sensitive_row()
     assert len(rows) >= 5, "the crafted values no longer tell x / d from x * (1 / d)"
-    n = quantize_nvfp4(rows)
+    n = quantize_nvfp4(rows, impl=impl)
     assert n.block_scales[:, 0].eq(0x7E).all()
     codes = unpack(n.packed)[:, 1:8]
     assert codes.tolist() == [[0, 2, 2, 4, 4, 6, 6]] * len(rows)

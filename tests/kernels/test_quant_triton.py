@@ -22,7 +22,7 @@ pytest.importorskip(
 )
 
 # Leading shapes that are not multiples of the 16-row / 32-row tiles.
-SHAPES = [(1, 32), (3, 5, 64), (7, 1, 96), (17, 64)]
+SHAPES = [(1, 32), (3, 5, 64), (7, 1, 48), (7, 1, 96), (17, 64)]  # 48: NVFP4 only
 GEMMS = [((7,), 9, 64), ((3, 5), 33, 96), ((1,), 1, 32), ((40,), 35, 128)]
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -44,8 +44,9 @@ def check_quantizers(device: str) -> None:
     for i, shape in enumerate(SHAPES):
         for dtype in (torch.float32, torch.bfloat16):
             x = awkward(shape, i, device).to(dtype)
-            fast, ref = quantize_mxfp8(x, impl="triton"), quantize_mxfp8(x, impl="reference")
-            assert torch.equal(fast.codes, ref.codes) and torch.equal(fast.scales, ref.scales)
+            if shape[-1] % 32 == 0:
+                fast, ref = quantize_mxfp8(x, impl="triton"), quantize_mxfp8(x, impl="reference")
+                assert torch.equal(fast.codes, ref.codes) and torch.equal(fast.scales, ref.scales)
             for scale in ("per_token", "per_tensor"):
                 mode: NVFP4Scale = scale  # type: ignore[assignment]
                 f = quantize_nvfp4(x, scale=mode, impl="triton")

@@ -157,10 +157,16 @@ def quantize_nvfp4_reference(
 
 
 def dequantize(t: MXFP8Tensor | NVFP4Tensor, *, impl: Implementation | None = None) -> Tensor:
-    """The float32 values a quantized tensor stands for. The decode is a few exact elementwise
-    ops that a Triton kernel would not speed up; `impl` is accepted for the common signature and
-    both implementations run this reference."""
-    resolve(impl, t.block_scales.device if isinstance(t, NVFP4Tensor) else t.codes.device)
+    """The float32 values a quantized tensor stands for."""
+    device = t.codes.device if isinstance(t, MXFP8Tensor) else t.packed.device
+    if resolve(impl, device) == "triton":
+        from opencomposer.kernels.triton_dequant import dequantize_triton
+
+        return dequantize_triton(t)
+    return dequantize_reference(t)
+
+
+def dequantize_reference(t: MXFP8Tensor | NVFP4Tensor) -> Tensor:
     if isinstance(t, MXFP8Tensor):
         v = decode_e4m3(t.codes).reshape(*t.scales.shape, t.block)
         return (v * decode_e8m0(t.scales).unsqueeze(-1)).reshape(t.codes.shape)

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from opencomposer.kernels.implementation import Implementation, resolve
-from opencomposer.kernels.quantize import MXFP8Tensor, NVFP4Tensor, dequantize
+from opencomposer.kernels.quantize import MXFP8Tensor, NVFP4Tensor, dequantize_reference
 
 
 def _shapes(a_k: int, b_shape: torch.Size, block_a: int, block_b: int) -> None:
@@ -47,4 +47,4 @@ def nvfp4_matmul(a: NVFP4Tensor, b: NVFP4Tensor, *, impl: Implementation | None 
 def quantized_matmul_reference(
     a: MXFP8Tensor | NVFP4Tensor, b: MXFP8Tensor | NVFP4Tensor
 ) -> Tensor:
-    return dequantize(a, impl="reference") @ dequantize(b, impl="reference").T
+    return dequantize_reference(a) @ dequantize_reference(b).T

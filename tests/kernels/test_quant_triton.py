@@ -1,6 +1,6 @@
-"""Triton quantizers and quantized GEMMs against the references: codes and scales bit for bit,
-GEMMs to float32 tolerance. On CPU they run under Triton's interpreter (conftest.py); the
-`gpu` copies run compiled on CUDA.
+"""Triton quantizers, dequantization and quantized GEMMs against the references: codes, scales
+and dequantized floats bit for bit, GEMMs to float32 tolerance. On CPU they run under Triton's
+interpreter (set in tests/conftest.py); the `gpu` copies run compiled on CUDA.
 
 | comparison                       | atol / rtol | measured (interpreter) | why                  |
 |----------------------------------|-------------|------------------------|----------------------|
@@ -14,7 +14,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from opencomposer.kernels import mxfp8_matmul, nvfp4_matmul, quantize_mxfp8, quantize_nvfp4
+from opencomposer.kernels import (
+    dequantize,
+    mxfp8_matmul,
+    nvfp4_matmul,
+    quantize_mxfp8,
+    quantize_nvfp4,
+)
 from opencomposer.kernels.quantize import NVFP4Scale
 
 pytest.importorskip(
@@ -40,6 +46,10 @@ def awkward(shape: tuple[int, ...], seed: int, device: str) -> Tensor:
     return x.to(device)
 
 
+def same_bits(a: Tensor, b: Tensor) -> None:
+    assert a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
 def check_quantizers(device: str) -> None:
     for i, shape in enumerate(SHAPES):
         for dtype in (torch.float32, torch.bfloat16):
@@ -47,6 +57,7 @@ def check_quantizers(device: str) -> None:
             if shape[-1] % 32 == 0:
                 fast, ref = quantize_mxfp8(x, impl="triton"), quantize_mxfp8(x, impl="reference")
                 assert torch.equal(fast.codes, ref.codes) and torch.equal(fast.scales, ref.scales)
+                same_bits(dequantize(ref, impl="triton"), dequantize(ref, impl="reference"))
             for scale in ("per_token", "per_tensor"):
                 mode: NVFP4Scale = scale  # type: ignore[assignment]
                 f = quantize_nvfp4(x, scale=mode, impl="triton")

@@ -96,7 +96,7 @@ def quantize_mxfp8_reference(x: Tensor, *, block: int = 32) -> MXFP8Tensor:
     v = x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
     amax = v.abs().amax(dim=-1, keepdim=True)
     bad = ~v.isfinite().all(dim=-1, keepdim=True)
-    # amax == 0 gives frexp exponent 0; the clamp sends it (and tiny amaxes) to code 0.
+    # Tiny amaxes clamp to code 0; a zero amax (frexp's exponent 0 would say 2**-9) is set there.
     exponent = (floor_log2(amax) - E4M3_EMAX).clamp(-E8M0_BIAS, E8M0_BIAS)
     exponent = torch.where(amax == 0, -E8M0_BIAS, exponent)
     # x * 2**-exponent is x / 2**exponent exactly (-exponent <= 127 is a normal float32).

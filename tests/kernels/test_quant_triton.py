@@ -21,6 +21,7 @@ from opencomposer.kernels import (
     quantize_mxfp8,
     quantize_nvfp4,
 )
+from opencomposer.kernels.implementation import Implementation
 from opencomposer.kernels.quantize import NVFP4Scale
 
 pytest.importorskip(
@@ -120,3 +121,13 @@ def test_compiled_quantizers_match_reference_bit_for_bit() -> None:
 @needs_cuda
 def test_compiled_gemms_match_reference() -> None:
     check_gemms("cuda")
+
+
+@pytest.mark.parametrize("impl", ["reference", "triton"])
+def test_zero_tokens(impl: Implementation) -> None:
+    x = torch.zeros(0, 64)
+    q, n = quantize_mxfp8(x, impl=impl), quantize_nvfp4(x, impl=impl)
+    assert q.codes.shape == (0, 64) and q.scales.shape == (0, 2) and n.packed.shape == (0, 32)
+    assert dequantize(n, impl=impl).shape == (0, 64)
+    w = quantize_mxfp8(torch.ones(3, 64))
+    assert mxfp8_matmul(q, w, impl=impl).shape == (0, 3)

@@ -96,7 +96,7 @@ def quantize_mxfp8_reference(x: Tensor, *, block: int = 32) -> MXFP8Tensor:
     v = x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
     amax = v.abs().amax(dim=-1, keepdim=True)
     bad = ~v.isfinite().all(dim=-1, keepdim=True)
-    # amax == 0 gives frexp exponent 0; the clamp sends it (and tiny amaxes) to code 0.
+    # Tiny amaxes clamp to code 0; a zero amax (frexp's exponent 0 would say 2**-9) is set there.
     exponent = (floor_log2(amax) - E4M3_EMAX).clamp(-E8M0_BIAS, E8M0_BIAS)
     exponent = torch.where(amax == 0, -E8M0_BIAS, exponent)
     # x * 2**-exponent is x / 2**exponent exactly (-exponent <= 127 is a normal float32).
@@ -157,10 +157,16 @@ def quantize_nvfp4_reference(
 
 
 def dequantize(t: MXFP8Tensor | NVFP4Tensor, *, impl: Implementation | None = None) -> Tensor:
-    """The float32 values a quantized tensor stands for. The decode is a few exact elementwise
-    ops that a Triton kernel would not speed up; `impl` is accepted for the common signature and
-    both implementations run this reference."""
-    resolve(impl, t.block_scales.device if isinstance(t, NVFP4Tensor) else t.codes.device)
+    """The float32 values a quantized tensor stands for."""
+    device = t.codes.device if isinstance(t, MXFP8Tensor) else t.packed.device
+    if resolve(impl, device) == "triton":
+        from opencomposer.kernels.triton_dequant import dequantize_triton
+
+        return dequantize_triton(t)
+    return dequantize_reference(t)
+
+
+def dequantize_reference(t: MXFP8Tensor | NVFP4Tensor) -> Tensor:
     if isinstance(t, MXFP8Tensor):
         v = decode_e4m3(t.codes).reshape(*t.scales.shape, t.block)
         return (v * decode_e8m0(t.scales).unsqueeze(-1)).reshape(t.codes.shape)

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from opencomposer.kernels.implementation import Implementation, resolve
-from opencomposer.kernels.quantize import MXFP8Tensor, NVFP4Tensor, dequantize
+from opencomposer.kernels.quantize import MXFP8Tensor, NVFP4Tensor, dequantize_reference
 
 
 def _shapes(a_k: int, b_shape: torch.Size, block_a: int, block_b: int) -> None:
@@ -33,14 +33,10 @@ def mxfp8_matmul(a: MXFP8Tensor, b: MXFP8Tensor, *, impl: Implementation | None 
 def nvfp4_matmul(a: NVFP4Tensor, b: NVFP4Tensor, *, impl: Implementation | None = None) -> Tensor:
     """[..., K] x [N, K] -> [..., N] float32; either operand may have per-token or per-tensor
     global scales."""
-    _shapes(
-        2 * a.packed.shape[-1],
-        torch.Size([b.packed.shape[0], 2 * b.packed.shape[-1]]),
-        a.block,
-        b.block,
-    )
     if b.packed.dim() != 2:
-        raise ValueError(f"b must be [N, K / 2] packed, not {list(b.packed.shape)}")
+        raise ValueError(f"b must be [N, K] (packed [N, K / 2]), not packed {list(b.packed.shape)}")
+    k = 2 * a.packed.shape[-1]
+    _shapes(k, torch.Size([b.packed.shape[0], 2 * b.packed.shape[1]]), a.block, b.block)
     if resolve(impl, a.packed.device) == "triton":
         from opencomposer.kernels.triton_quantized_gemm import nvfp4_matmul_triton
 
@@ -51,4 +47,4 @@ def nvfp4_matmul(a: NVFP4Tensor, b: NVFP4Tensor, *, impl: Implementation | None 
 def quantized_matmul_reference(
     a: MXFP8Tensor | NVFP4Tensor, b: MXFP8Tensor | NVFP4Tensor
 ) -> Tensor:
-    return dequantize(a, impl="reference") @ dequantize(b, impl="reference").T
+    return dequantize_reference(a) @ dequantize_reference(b).T

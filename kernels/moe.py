@@ -30,6 +30,7 @@ def route_grouped_topk(
     scoring: Literal["sigmoid", "softmax"],
     norm_topk_prob: bool,
     routed_scaling_factor: float,
+    expert_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """[T, E] router logits -> ([T, top_k] float32 weights, [T, top_k] int64 expert ids).
 
@@ -38,6 +39,11 @@ def route_grouped_topk(
     `top_k` best eligible experts are chosen. Their weights are the scores *without* the
     bias (the bias only balances load), renormalized to sum to one when `norm_topk_prob`,
     then multiplied by `routed_scaling_factor`.
+
+    Router replay (RL): given `expert_ids` ([T, top_k], the experts the sampler chose), the
+    choice is skipped and those experts are weighted from the live scores exactly as chosen
+    ones would be, so the trainer's forward runs the sampler's experts while gradients still
+    reach `router_logits` through the weights. Autograd flows in both modes.
     """
     num_tokens, num_experts = router_logits.shape
     if num_experts % n_group or not 1 <= topk_group <= n_group:
@@ -51,8 +57,26 @@ def route_grouped_topk(
         scores = logits.softmax(dim=-1)
     else:
         raise ValueError(f"unknown scoring function {scoring!r}")
-    for_choice = scores if correction_bias is None else scores + correction_bias.float()
+    if expert_ids is None:
+        ids = _choose(scores, correction_bias, top_k, n_group, topk_group)
+    elif expert_ids.shape != (num_tokens, top_k):
+        raise ValueError(f"replayed ids {tuple(expert_ids.shape)}, expected {(num_tokens, top_k)}")
+    else:
+        ids = expert_ids.to(device=scores.device, dtype=torch.int64)
 
+    weights = scores.gather(1, ids)
+    if norm_topk_prob:
+        # The epsilon is DeepSeek's; it only matters when every chosen score underflows to 0.
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return weights * routed_scaling_factor, ids
+
+
+def _choose(
+    scores: Tensor, correction_bias: Tensor | None, top_k: int, n_group: int, topk_group: int
+) -> Tensor:
+    """The group-limited top-k over the bias-corrected scores ([T, E] -> [T, top_k])."""
+    num_tokens, num_experts = scores.shape
+    for_choice = scores if correction_bias is None else scores + correction_bias.float()
     group_size = num_experts // n_group
     group_scores = (
         for_choice.view(num_tokens, n_group, group_size)
@@ -63,13 +87,7 @@ def route_grouped_topk(
     group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
     expert_mask = group_mask.unsqueeze(-1).expand(-1, -1, group_size).reshape(num_tokens, -1)
     for_choice = for_choice.masked_fill(~expert_mask.bool(), float("-inf"))
-    ids = torch.topk(for_choice, k=top_k, dim=-1, sorted=False)[1]
-
-    weights = scores.gather(1, ids)
-    if norm_topk_prob:
-        # The epsilon is DeepSeek's; it only matters when every chosen score underflows to 0.
-        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
-    return weights * routed_scaling_factor, ids
+    return torch.topk(for_choice, k=top_k, dim=-1, sorted=False)[1]
 
 
 def permute(ids: Tensor, num_experts: int) -> tuple[Tensor, Tensor]:

@@ -197,7 +197,9 @@ class DecoderLayer(nn.Module):
         )
         self.is_moe = index >= config.first_k_dense_replace
         self.mlp = (
-            MoE(config, index) if self.is_moe else SwiGLU(config.hidden_size, config.intermediate_size)
+            MoE(config, index)
+            if self.is_moe
+            else SwiGLU(config.hidden_size, config.intermediate_size)
         )
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)

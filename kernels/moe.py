@@ -11,13 +11,19 @@ slot) pairs by expert (`permute`), run one GEMM per expert over its contiguous r
 (`grouped_gemm`), then scatter the results back to their slots and take the weighted sum.
 Summing over each token's k slots (instead of `index_add` by token) keeps the result
 deterministic on every device.
+
+Every step takes `impl` ("reference" | "triton", None: the process-wide choice, see
+`implementation.py`); the Triton copies live in `triton_moe.py`, imported only when chosen.
 """
 
+from types import ModuleType
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from opencomposer.kernels.implementation import Implementation, resolve
 
 
 def route_grouped_topk(
@@ -90,19 +96,56 @@ def _choose(
     return torch.topk(for_choice, k=top_k, dim=-1, sorted=False)[1]
 
 
-def permute(ids: Tensor, num_experts: int) -> tuple[Tensor, Tensor]:
+def permute(
+    ids: Tensor, num_experts: int, *, impl: Implementation | None = None
+) -> tuple[Tensor, Tensor]:
     """[T, k] expert ids -> (order, counts): `order` ([T * k]) lists the flattened
     (token, slot) indices grouped by expert, in token order within an expert (stable sort);
     `counts` ([num_experts]) is the length of each expert's run, zero for unused experts."""
     flat = ids.reshape(-1)
     order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=num_experts)
-    return order, counts
+    if resolve(impl, ids.device) == "triton":
+        return order, _triton().expert_counts(ids, num_experts)
+    return order, torch.bincount(flat, minlength=num_experts)
 
 
-def grouped_gemm(x_sorted: Tensor, w: Tensor, counts: Tensor) -> Tensor:
+def expert_offsets(counts: Tensor, *, impl: Implementation | None = None) -> Tensor:
+    """Where each expert's run starts in the sorted rows: the exclusive cumsum of `counts`."""
+    if resolve(impl, counts.device) == "triton":
+        return _triton().expert_offsets(counts)
+    return torch.cumsum(counts, 0) - counts
+
+
+def permute_tokens(
+    x: Tensor, order: Tensor, top_k: int, *, impl: Implementation | None = None
+) -> Tensor:
+    """x's rows ([T, d]) in expert order: row i is the token of flattened slot `order[i]`."""
+    if resolve(impl, x.device) == "triton":
+        return _triton().permute_tokens(x, order, top_k)
+    return x[order // top_k]
+
+
+def unpermute(
+    y_sorted: Tensor, order: Tensor, weights: Tensor, *, impl: Implementation | None = None
+) -> Tensor:
+    """Expert-ordered rows back to their (token, slot) places, summed over each token's k
+    slots with `weights` ([T, k]) in float32 and cast back to y's dtype."""
+    if resolve(impl, y_sorted.device) == "triton":
+        return _triton().unpermute(y_sorted, order, weights)
+    num_tokens, top_k = weights.shape
+    y = torch.empty_like(y_sorted)
+    y[order] = y_sorted
+    y = y.view(num_tokens, top_k, -1).float() * weights.unsqueeze(-1).float()
+    return y.sum(dim=1).to(y_sorted.dtype)
+
+
+def grouped_gemm(
+    x_sorted: Tensor, w: Tensor, counts: Tensor, *, impl: Implementation | None = None
+) -> Tensor:
     """Rows grouped by expert ([N, in], runs of `counts`) times each run's expert weight
     ([E, out, in], nn.Linear layout) -> [N, out]."""
+    if resolve(impl, x_sorted.device) == "triton":
+        return _triton().grouped_gemm(x_sorted, w, counts)
     out = x_sorted.new_empty(x_sorted.shape[0], w.shape[1])
     start = 0
     for expert, count in enumerate(counts.tolist()):
@@ -113,18 +156,29 @@ def grouped_gemm(x_sorted: Tensor, w: Tensor, counts: Tensor) -> Tensor:
 
 
 def moe_experts(
-    x: Tensor, ids: Tensor, weights: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor
+    x: Tensor,
+    ids: Tensor,
+    weights: Tensor,
+    w_gate: Tensor,
+    w_up: Tensor,
+    w_down: Tensor,
+    *,
+    impl: Implementation | None = None,
 ) -> Tensor:
     """Σ_j weights[t, j] · down(silu(gate(x[t])) * up(x[t])) over the experts ids[t, j].
 
     x: [T, d]; ids, weights: [T, k]; w_gate, w_up: [E, f, d]; w_down: [E, d, f]. The
     weighted sum is taken in float32 and cast back to x's dtype."""
-    num_tokens, top_k = ids.shape
-    order, counts = permute(ids, w_gate.shape[0])
-    x_sorted = x[order // top_k]
-    hidden = F.silu(grouped_gemm(x_sorted, w_gate, counts)) * grouped_gemm(x_sorted, w_up, counts)
-    y_sorted = grouped_gemm(hidden, w_down, counts)
-    y = torch.empty_like(y_sorted)
-    y[order] = y_sorted
-    y = y.view(num_tokens, top_k, -1).float() * weights.unsqueeze(-1).float()
-    return y.sum(dim=1).to(x.dtype)
+    impl = resolve(impl, x.device)
+    order, counts = permute(ids, w_gate.shape[0], impl=impl)
+    x_sorted = permute_tokens(x, order, ids.shape[1], impl=impl)
+    gate = grouped_gemm(x_sorted, w_gate, counts, impl=impl)
+    hidden = F.silu(gate) * grouped_gemm(x_sorted, w_up, counts, impl=impl)
+    return unpermute(grouped_gemm(hidden, w_down, counts, impl=impl), order, weights, impl=impl)
+
+
+def _triton() -> ModuleType:
+    """The Triton kernels, imported on first use so that this package imports without triton."""
+    from opencomposer.kernels import triton_moe
+
+    return triton_moe

@@ -23,17 +23,15 @@ from opencomposer.kernels.moe import (
 )
 
 __all__ = [
-    # implementation choice
     "Implementation",
     "KernelUnavailable",
     "chosen_implementation",
-    "set_implementation",
-    # MoE
     "expert_offsets",
     "grouped_gemm",
     "moe_experts",
     "permute",
     "permute_tokens",
     "route_grouped_topk",
+    "set_implementation",
     "unpermute",
 ]

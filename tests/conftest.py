@@ -8,7 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import torch
 from support.fake_openai import FakeOpenAI
+
+# Triton reads TRITON_INTERPRET once, when it is first imported (its own helpers such as
+# tl.zeros are decorated then), and transformers imports triton: so the switch that runs the
+# Triton kernels' tests on CPU must be set here, before any test module is collected.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True)

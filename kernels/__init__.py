@@ -1,8 +1,24 @@
 """Compute kernels (MoE routing and grouped GEMM, MXFP8/NVFP4, attention helpers): a named
-pure-PyTorch reference beside every fast version. Imports nothing of the project.
+pure-PyTorch reference beside every fast version, the implementation chosen by one setting
+(`engine.kernels`, see `implementation`). Imports nothing of the project.
 """
 
-# MXFP8 / NVFP4 quantization and quantized matmuls (kernels/quantize.py, quantized_matmul.py).
+from opencomposer.kernels.fake_quant import FakeQuantLinear, QuantRecipe
+from opencomposer.kernels.implementation import (
+    Implementation,
+    KernelUnavailable,
+    chosen_implementation,
+    set_implementation,
+)
+from opencomposer.kernels.moe import (
+    expert_offsets,
+    grouped_gemm,
+    moe_experts,
+    permute,
+    permute_tokens,
+    route_grouped_topk,
+    unpermute,
+)
 from opencomposer.kernels.quantize import (
     MXFP8Tensor,
     NVFP4Tensor,
@@ -13,12 +29,24 @@ from opencomposer.kernels.quantize import (
 from opencomposer.kernels.quantized_matmul import mxfp8_matmul, nvfp4_matmul
 
 __all__ = [
-    # quantization
+    "FakeQuantLinear",
+    "Implementation",
+    "KernelUnavailable",
     "MXFP8Tensor",
     "NVFP4Tensor",
+    "QuantRecipe",
+    "chosen_implementation",
     "dequantize",
+    "expert_offsets",
+    "grouped_gemm",
+    "moe_experts",
     "mxfp8_matmul",
     "nvfp4_matmul",
+    "permute",
+    "permute_tokens",
     "quantize_mxfp8",
     "quantize_nvfp4",
+    "route_grouped_topk",
+    "set_implementation",
+    "unpermute",
 ]

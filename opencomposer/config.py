@@ -124,6 +124,11 @@ class EngineSettings(Section):
     max_batch_tokens: int = Field(default=2048, ge=16)
     """New tokens the embedded engine processes per forward (long prompts go in chunks)."""
 
+    kernels: Literal["reference", "triton"] = "reference"
+    """Which MoE kernels the embedded engine runs: `reference` is plain PyTorch (always on
+    CPU); `triton` runs the Triton kernels on CUDA and fails at the first call if triton is
+    not installed (`pip install 'opencomposer[kernels]'`)."""
+
     sglang_launch: str | None = None
     """For `sglang`: `MODEL_PATH[,key=value...]`, e.g. `/models/DeepSeek-V3,tp=8,spec=mtp`;
     see `opencomposer engine --help`."""

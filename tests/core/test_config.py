@@ -113,6 +113,13 @@ def test_out_of_range_value_from_the_environment(monkeypatch: pytest.MonkeyPatch
         load_settings()
 
 
+def test_engine_kernels_defaults_to_the_reference_and_names_the_choices():
+    assert load_settings().settings.engine.kernels == "reference"
+    assert load_settings(None, {"engine.kernels": "triton"}).settings.engine.kernels == "triton"
+    with pytest.raises(ConfigError, match=r"engine\.kernels = 'cuda'.*'reference' or 'triton'"):
+        load_settings(None, {"engine.kernels": "cuda"})
+
+
 def test_invalid_toml_names_the_file_and_line():
     user = write(paths.user_config_file(), "[engine\nmodel = 1\n")
     with pytest.raises(ConfigError, match=rf"{user}: not valid TOML: .*line 1"):

@@ -235,3 +235,66 @@ def test_moe_experts_bfloat16_keeps_dtype_and_accuracy() -> None:
     out = moe_experts(x.bfloat16(), ids, weights, *(t.bfloat16() for t in w))
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), moe_experts_naive(*args), atol=3e-2, rtol=3e-2)
+
+
+ROUTE = {
+    "top_k": 2,
+    "n_group": 4,
+    "topk_group": 2,
+    "scoring": "sigmoid",
+    "norm_topk_prob": True,
+    "routed_scaling_factor": 2.5,
+}
+
+
+def test_replaying_the_chosen_ids_gives_identical_weights() -> None:
+    gen = torch.Generator().manual_seed(11)
+    logits, bias = torch.randn(13, 8, generator=gen), torch.randn(8, generator=gen) * 0.5
+    weights, ids = route_grouped_topk(logits, correction_bias=bias, **ROUTE)
+    replayed, same = route_grouped_topk(logits, correction_bias=bias, expert_ids=ids, **ROUTE)
+    assert torch.equal(same, ids)
+    assert torch.equal(replayed, weights)
+
+
+def test_replayed_ids_are_weighted_from_the_live_unbiased_scores() -> None:
+    gen = torch.Generator().manual_seed(12)
+    logits, bias = torch.randn(5, 8, generator=gen), torch.randn(8, generator=gen) * 0.5
+    forced = torch.tensor([[7, 0], [1, 2], [3, 3], [6, 5], [4, 7]])
+    weights, ids = route_grouped_topk(logits, correction_bias=bias, expert_ids=forced, **ROUTE)
+    scores = logits.sigmoid().gather(1, forced)
+    assert torch.equal(ids, forced)
+    torch.testing.assert_close(weights, 2.5 * scores / scores.sum(-1, keepdim=True))
+
+
+def test_replay_rejects_ids_of_the_wrong_shape() -> None:
+    with pytest.raises(ValueError, match="replayed ids"):
+        route_grouped_topk(
+            torch.zeros(3, 8), correction_bias=None, expert_ids=torch.zeros(3, 1), **ROUTE
+        )
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_gradients_reach_the_router_logits(replay: bool) -> None:
+    """Autograd against central finite differences of a weighted sum of the weights."""
+    gen = torch.Generator().manual_seed(13)
+    logits = torch.randn(4, 8, generator=gen, dtype=torch.float64)
+    bias = torch.randn(8, generator=gen) * 0.5
+    ids = route_grouped_topk(logits, correction_bias=bias, **ROUTE)[1]
+    replayed = (ids + 3) % 8 if replay else None
+    probe = torch.randn(4, 2, generator=gen)
+
+    def loss(x: Tensor) -> Tensor:
+        w = route_grouped_topk(x, correction_bias=bias, expert_ids=replayed, **ROUTE)[0]
+        return (w * probe).sum()
+
+    x = logits.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(loss(x), x)
+    assert grad.abs().sum() > 0
+    numeric = torch.zeros_like(logits)
+    eps = 1e-3
+    for i in range(4):
+        for e in range(8):
+            step = torch.zeros_like(logits)
+            step[i, e] = eps
+            numeric[i, e] = (loss(logits + step) - loss(logits - step)) / (2 * eps)
+    torch.testing.assert_close(grad, numeric, atol=1e-3, rtol=1e-3)

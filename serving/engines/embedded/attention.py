@@ -44,6 +44,10 @@ class ForwardContext:
     routed_experts: list[Tensor] = field(default_factory=list)
     """One [T, top_k] int32 tensor per MoE layer, in layer order, when captured."""
 
+    replay_experts: dict[int, Tensor] = field(default_factory=dict)
+    """Router replay: decoder-layer index -> [T, top_k] expert ids that layer must use instead
+    of choosing (what the sampler's forward recorded); its gate weights stay live."""
+
     _masks: dict[int, Tensor] = field(default_factory=dict, repr=False)
 
     @classmethod

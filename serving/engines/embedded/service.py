@@ -24,6 +24,7 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
 from opencomposer.config import EngineSettings
+from opencomposer.kernels.implementation import set_implementation
 from opencomposer.serving import model_store as registry
 from opencomposer.serving.engines.base import (
     EngineEvent,
@@ -118,6 +119,7 @@ class _Loaded:
     def __init__(self, name: str, folder: Path, settings: EngineSettings) -> None:
         if settings.threads:
             torch.set_num_threads(settings.threads)
+        set_implementation(settings.kernels)
         device = choose_device(settings.device)
         self.name = name
         self.model = load_model(

@@ -104,7 +104,7 @@ class Router(nn.Module):
         self.weight = nn.Parameter(torch.empty(experts, config.hidden_size, dtype=torch.float32))
         self.register_buffer("e_score_correction_bias", torch.zeros(experts, dtype=torch.float32))
 
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, expert_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
         c = self.config
         return route_grouped_topk(
             x.float() @ self.weight.float().T,
@@ -115,6 +115,7 @@ class Router(nn.Module):
             scoring=c.scoring_func,
             norm_topk_prob=c.norm_topk_prob,
             routed_scaling_factor=c.routed_scaling_factor,
+            expert_ids=expert_ids,
         )
 
 
@@ -161,8 +162,10 @@ class Experts(nn.Module):
 
 
 class MoE(nn.Module):
-    def __init__(self, config: DeepseekV3Config) -> None:
+    def __init__(self, config: DeepseekV3Config, index: int) -> None:
         super().__init__()
+        self.index = index
+        """The decoder layer's index: the key of this layer's ids in `ctx.replay_experts`."""
         self.gate = Router(config)
         self.experts = Experts(
             config.n_routed_experts, config.hidden_size, config.moe_intermediate_size
@@ -172,7 +175,7 @@ class MoE(nn.Module):
         )
 
     def forward(self, x: Tensor, ctx: ForwardContext) -> Tensor:
-        weights, ids = self.gate(x)
+        weights, ids = self.gate(x, ctx.replay_experts.get(self.index))
         if ctx.capture_experts:
             ctx.routed_experts.append(ids.to(torch.int32))
         return self.experts(x, ids, weights) + self.shared_experts(x)
@@ -194,7 +197,9 @@ class DecoderLayer(nn.Module):
         )
         self.is_moe = index >= config.first_k_dense_replace
         self.mlp = (
-            MoE(config) if self.is_moe else SwiGLU(config.hidden_size, config.intermediate_size)
+            MoE(config, index)
+            if self.is_moe
+            else SwiGLU(config.hidden_size, config.intermediate_size)
         )
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)

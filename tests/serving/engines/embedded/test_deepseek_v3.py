@@ -175,6 +175,39 @@ def test_routed_expert_capture_matches_transformers_router(pair) -> None:
         assert torch.equal(ours.sort(dim=-1)[0], theirs.sort(dim=-1)[0].int())
 
 
+def moe_layer_indices(model: DeepseekV3ForCausalLM) -> list[int]:
+    return [i for i, layer in enumerate(model.model.decoder_layers()) if layer.is_moe]
+
+
+@torch.no_grad()
+def test_replaying_the_chosen_experts_reproduces_the_logits(dsv3_checkpoint) -> None:
+    model = load_model(dsv3_checkpoint(**CASES["q-lora"]).path)
+    ids = random_ids(9, seed=6)
+    model.allocate_kv_cache(len(ids))
+    live = ForwardContext.contiguous([len(ids)], capture_experts=True)
+    want = model.compute_logits(model(torch.tensor(ids), live))
+    layers = moe_layer_indices(model)[: len(live.routed_experts)]
+    assert len(layers) == len(live.routed_experts) == 2
+
+    replay = ForwardContext.contiguous([len(ids)], capture_experts=True)
+    replay.replay_experts = dict(zip(layers, live.routed_experts, strict=True))
+    got = model.compute_logits(model(torch.tensor(ids), replay))
+    assert torch.equal(got, want)
+    for reported, chosen in zip(replay.routed_experts, live.routed_experts, strict=True):
+        assert torch.equal(reported, chosen)
+
+    other = {
+        i: (chosen.long() + 1) % model.config.n_routed_experts
+        for i, chosen in zip(layers, live.routed_experts, strict=True)
+    }
+    forced = ForwardContext.contiguous([len(ids)], capture_experts=True)
+    forced.replay_experts = other
+    changed = model.compute_logits(model(torch.tensor(ids), forced))
+    assert not torch.allclose(changed, want)
+    for reported, replayed in zip(forced.routed_experts, other.values(), strict=True):
+        assert torch.equal(reported.long(), replayed)
+
+
 @torch.no_grad()
 def test_batch_equals_each_sequence_alone(pair) -> None:
     _, model = pair

@@ -138,8 +138,14 @@ def nvfp4_global_scale(x: Tensor, scale: NVFP4Scale) -> Tensor:
 
 
 def quantize_nvfp4_reference(
-    x: Tensor, *, block: int = 16, scale: NVFP4Scale = "per_token"
+    x: Tensor,
+    *,
+    block: int = 16,
+    scale: NVFP4Scale = "per_token",
+    division: Literal["ieee", "reciprocal"] = "ieee",
 ) -> NVFP4Tensor:
+    """`division="reciprocal"` multiplies by 1/d instead of dividing by d, the fast
+    approximation the report saw diverge; only for measuring that (`bench kernels`)."""
     _check(x, block)
     g = nvfp4_global_scale(x, scale)
     v = x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
@@ -149,7 +155,7 @@ def quantize_nvfp4_reference(
     nan_code = torch.tensor(0x7F, dtype=torch.uint8, device=x.device)
     scale_codes = torch.where(gb.isnan(), nan_code, scale_codes)
     d = decode_e4m3(scale_codes) * gb
-    codes = encode_e2m1(v / d)
+    codes = encode_e2m1(v / d if division == "ieee" else v * d.reciprocal())
     dead = (scale_codes == 0) | gb.isnan()
     codes = torch.where(dead, torch.zeros_like(codes), codes).reshape(x.shape)
     packed = codes[..., 0::2] | (codes[..., 1::2] << 4)

@@ -215,3 +215,32 @@ def security(
         f"in the same {info['sandbox']} sandbox",
         json,
     )
+
+
+@bench_app.command("kernels")
+def kernels(
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure (median).")] = 5,
+    training_steps: Annotated[
+        int,
+        typer.Option(min=0, help="Steps of the low-precision training run per recipe (0: skip)."),
+    ] = 400,
+    json: Json = False,
+) -> None:
+    """The kernels beside torch at tiny-moe's and DeepSeek-V3's (scaled-down) expert shapes:
+    quantizers' bytes per second beside a copy, quantized GEMMs and the MoE experts beside a
+    dense GEMM (the reference on CPU; the Triton kernels where a GPU is); then the same small
+    model trained in bf16 and in each low-precision recipe, final losses side by side."""
+    from opencomposer.bench.kernels import kernel_rows, training_rows  # torch loads here
+    from opencomposer.bench.low_precision import TrainingConfig
+
+    with err.status("timing the kernels"):
+        rows, info = kernel_rows(repeat)
+    if training_steps:
+        config = TrainingConfig(steps=training_steps)
+        with err.status(f"training the same small model per recipe ({training_steps} steps)"):
+            rows += training_rows(config)
+        info["training"] = {"steps": config.steps, "batch": config.batch, "seed": config.seed}
+    devices = (
+        ", ".join(str(d) for d in info["devices"]) if isinstance(info["devices"], list) else ""
+    )
+    print_bench(rows, info, f"kernels on {devices}, {info['threads']} threads", json)

@@ -13,6 +13,7 @@ the fast path must not be measuring the slow one.
 
 import importlib.util
 import os
+from functools import cache
 from typing import Literal, get_args
 
 import torch
@@ -44,6 +45,7 @@ def triton_interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+@cache  # asked on every kernel call that resolves to Triton
 def triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 

@@ -13,6 +13,7 @@ Tolerances (CPU; "measured" is the worst case over the cases below):
 import pytest
 import torch
 import torch.nn.functional as F
+from support.moe_cases import random_experts
 from torch import Tensor
 
 from opencomposer.kernels.moe import grouped_gemm, moe_experts, permute, route_grouped_topk
@@ -189,19 +190,6 @@ def test_grouped_gemm_runs_each_expert_on_its_rows() -> None:
     counts = torch.tensor([2, 0, 4])
     expected = torch.cat([x[:2] @ w[0].T, x[2:] @ w[2].T])
     torch.testing.assert_close(grouped_gemm(x, w, counts), expected)
-
-
-def random_experts(
-    tokens: int, d: int, f: int, experts: int, top_k: int, seed: int
-) -> tuple[Tensor, ...]:
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, d, generator=gen)
-    ids = torch.stack([torch.randperm(experts, generator=gen)[:top_k] for _ in range(tokens)])
-    weights = torch.rand(tokens, top_k, generator=gen)
-    w_gate = torch.randn(experts, f, d, generator=gen) / d**0.5
-    w_up = torch.randn(experts, f, d, generator=gen) / d**0.5
-    w_down = torch.randn(experts, d, f, generator=gen) / f**0.5
-    return x, ids, weights, w_gate, w_up, w_down
 
 
 @pytest.mark.parametrize(

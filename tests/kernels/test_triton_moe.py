@@ -17,6 +17,7 @@ import os
 
 import pytest
 import torch
+from support.moe_cases import random_experts
 
 from opencomposer.kernels.moe import (
     expert_offsets,
@@ -55,19 +56,6 @@ def device(request: pytest.FixtureRequest) -> torch.device:
     return torch.device(request.param)
 
 
-def case(
-    tokens: int, d: int, f: int, experts: int, top_k: int, seed: int, device: torch.device
-) -> tuple[torch.Tensor, ...]:
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, d, generator=gen)
-    ids = torch.stack([torch.randperm(experts, generator=gen)[:top_k] for _ in range(tokens)])
-    weights = torch.rand(tokens, top_k, generator=gen)
-    w_gate = torch.randn(experts, f, d, generator=gen) / d**0.5
-    w_up = torch.randn(experts, f, d, generator=gen) / d**0.5
-    w_down = torch.randn(experts, d, f, generator=gen) / f**0.5
-    return tuple(t.to(device) for t in (x, ids, weights, w_gate, w_up, w_down))
-
-
 def tolerance(device: torch.device, dtype: torch.dtype) -> dict[str, float]:
     if dtype == torch.bfloat16:
         return {"atol": 2e-2, "rtol": 2e-2}
@@ -96,7 +84,9 @@ def test_moe_experts_matches_reference(
     experts: int,
     top_k: int,
 ) -> None:
-    x, ids, weights, *w = case(tokens, d, f, experts, top_k, seed=tokens * d + f, device=device)
+    x, ids, weights, *w = random_experts(
+        tokens, d, f, experts, top_k, seed=tokens * d + f, device=device
+    )
     args = (x.to(dtype), ids, weights, *(t.to(dtype) for t in w))
     got = moe_experts(*args, impl="triton")
     want = moe_experts(*args, impl="reference")
@@ -106,7 +96,7 @@ def test_moe_experts_matches_reference(
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
 def test_all_tokens_to_one_expert(device: torch.device, dtype: torch.dtype) -> None:
-    x, _, _, *w = case(19, 24, 20, 5, 1, seed=2, device=device)
+    x, _, _, *w = random_experts(19, 24, 20, 5, 1, seed=2, device=device)
     ids = torch.full((19, 1), 3, device=device)
     weights = torch.ones(19, 1, device=device)
     args = (x.to(dtype), ids, weights, *(t.to(dtype) for t in w))
@@ -127,7 +117,7 @@ def test_counts_and_offsets_with_empty_experts(device: torch.device) -> None:
 
 
 def test_permute_then_unpermute_with_unit_weights_is_the_identity(device: torch.device) -> None:
-    x, ids, *_ = case(9, 33, 16, 5, 1, seed=7, device=device)
+    x, ids, *_ = random_experts(9, 33, 16, 5, 1, seed=7, device=device)
     order, _ = permute(ids, 5, impl="triton")
     x_sorted = permute_tokens(x, order, 1, impl="triton")
     assert torch.equal(x_sorted, permute_tokens(x, order, 1, impl="reference"))
@@ -136,7 +126,7 @@ def test_permute_then_unpermute_with_unit_weights_is_the_identity(device: torch.
 
 
 def test_unpermute_sums_the_slots_like_the_reference(device: torch.device) -> None:
-    _, ids, weights, *_ = case(7, 8, 8, 6, 3, seed=8, device=device)
+    _, ids, weights, *_ = random_experts(7, 8, 8, 6, 3, seed=8, device=device)
     order, _ = permute(ids, 6)
     y_sorted = torch.randn(21, 40, generator=torch.Generator().manual_seed(9)).to(device)
     torch.testing.assert_close(

@@ -57,6 +57,16 @@ def usage_line(usage: dict[str, Any]) -> str:
     )
 
 
+def new_threads(url: str, workspace: Path, *titles: str) -> list[str]:
+    """The ids of new threads in `workspace`, one per title."""
+    return [
+        httpx.post(f"{url}/v1/threads", json={"workspace": str(workspace), "title": title}).json()[
+            "thread"
+        ]["id"]
+        for title in titles
+    ]
+
+
 def last_turn(url: str, thread_id: str, token: str | None = None) -> dict[str, Any]:
     """The thread's last turn, as the server has it."""
     auth = {"Authorization": f"Bearer {token}"} if token else {}
@@ -250,12 +260,7 @@ def test_a_running_turn_keeps_to_its_thread_when_another_is_shown(
         [Reply(text="I will look at every file in turn", hang_after=3), Reply(text="done here")]
     )
     with live_server(engine, tmp_path / "home") as url:
-        first, second = (
-            httpx.post(
-                f"{url}/v1/threads", json={"workspace": str(workspace), "title": title}
-            ).json()["thread"]["id"]
-            for title in ("first", "second")
-        )
+        first, second = new_threads(url, workspace, "first", "second")
         page, errors = open_page(browser, f"{url}/#thread={first}")
         page.fill("#request", "look")
         page.click("#send")
@@ -390,12 +395,7 @@ def test_a_turn_that_fails_in_another_thread_is_told_on_that_thread(
 ) -> None:
     expect = sync_api.expect
     with live_server(ScriptedEngine([]), tmp_path / "home") as url:
-        first, second = (
-            httpx.post(
-                f"{url}/v1/threads", json={"workspace": str(workspace), "title": title}
-            ).json()["thread"]["id"]
-            for title in ("first", "second")
-        )
+        first, second = new_threads(url, workspace, "first", "second")
         page, errors = open_page(browser, f"{url}/#thread={first}")
         held: list[Any] = []  # the first thread's turn request, answered once it is not shown
         page.route(f"**/v1/threads/{first}/turns", lambda route: held.append(route))

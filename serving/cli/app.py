@@ -24,6 +24,7 @@ from opencomposer.serving.cli.options import FLAG
 from opencomposer.serving.cli.protocol_cmd import protocol_app
 from opencomposer.serving.cli.serve_cmd import serve
 from opencomposer.serving.cli.tools_cmd import tool, tools
+from opencomposer.serving.cli.train_cmd import train_app
 from opencomposer.serving.cli.traces_cmd import traces_app
 from opencomposer.serving.engines.errors import EngineError
 
@@ -47,6 +48,7 @@ app.add_typer(engine_app, name="engine")
 app.add_typer(models_app, name="models")
 app.add_typer(protocol_app, name="protocol")
 app.add_typer(traces_app, name="traces")
+app.add_typer(train_app, name="train")
 
 
 def _version(show: bool) -> None:

@@ -72,5 +72,5 @@ def test_the_readme_curl_session_runs_as_written(isolated_home: Path) -> None:
         e["delta"]["text"] for e in events if e["type"] == "item.delta" and "text" in e["delta"]
     )
     assert answer == "calc.py adds two numbers."
-    (sent,) = [r["body"] for r in upstream.requests if r["path"].endswith("/chat/completions")]
+    (sent,) = [r["body"] for r in upstream.chat_requests]
     assert "What does calc.py do?" in sent["messages"][-1]["content"]

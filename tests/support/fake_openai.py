@@ -219,6 +219,11 @@ class FakeOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The chat requests alone: an editor also asks for inline completions as it likes."""
+        return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
     def enqueue(self, *scenarios: Scenario) -> None:
         self.scenarios.extend(scenarios)
 

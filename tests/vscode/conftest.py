@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.browser import CHROMIUM, REQUIRES_CHROMIUM, sync_api
 from support.code_server import VSIX, CodeServer, copy_failure_artifacts, require_installed
-from support.fake_openai import FakeOpenAI, ThreadedFakeOpenAI
+from support.fake_openai import FakeOpenAI, Fill, ThreadedFakeOpenAI
 from support.workbench import Workbench, until
 
 pytestmark = REQUIRES_CHROMIUM
@@ -88,10 +88,12 @@ def workbench(
     project: Path,
 ) -> Iterator[Workbench]:
     """The workbench on `project`, its chat view shown and the server started. The upstream's
-    queue and records are the test's own."""
+    queue and records are the test's own. Inline completions, which VS Code asks for whenever
+    the cursor rests in an editor, are answered with nothing, so they never take a chat
+    reply from the queue."""
     upstream.scenarios.clear()
     upstream.requests.clear()
-    upstream.fill = None
+    upstream.fill = Fill("")
     page = browser.new_page()
     page.set_default_timeout(30_000)
     bench = Workbench(page)

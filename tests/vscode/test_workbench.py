@@ -35,7 +35,7 @@ def test_ask_streams_the_reply_into_the_chat(workbench: Workbench, upstream: Fak
     partial = [text for text in seen if "Twice doubles" in text and reply not in text]
     assert partial, "the reply appeared at once, not streamed"
     assert "What does twice do?" in seen[-1]
-    (request,) = upstream.requests
+    (request,) = upstream.chat_requests
     assert "What does twice do?" in str(request["body"]["messages"])
 
 
@@ -105,7 +105,7 @@ def test_approvals_are_answered_in_the_chat(
     workbench.chat.locator(".approval.pending").get_by_role("button", name="Deny").click()
     workbench.until_chat_shows("Left it alone")
     assert not (project / "new.py").exists()
-    assert "put it in util.py instead" in str(upstream.requests[-1]["body"]["messages"])
+    assert "put it in util.py instead" in str(upstream.chat_requests[-1]["body"]["messages"])
 
 
 def test_stop_interrupts_a_streaming_turn(workbench: Workbench, upstream: FakeOpenAI) -> None:
@@ -166,7 +166,7 @@ def test_fix_on_a_problem_matcher_diagnostic_sends_it_to_the_model(
     workbench.go_to_line(2, 12)
     workbench.quick_fix("Fix with opencomposer")
     workbench.until_chat_shows("Fixed.")
-    assert "twice must not use multiplication" in str(upstream.requests[0]["body"]["messages"])
+    assert "twice must not use multiplication" in str(upstream.chat_requests[0]["body"]["messages"])
 
 
 def test_a_crashed_server_is_restarted_with_a_message(

@@ -15,6 +15,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+import safetensors
 import torch
 from safetensors import safe_open
 from torch import Tensor
@@ -29,6 +30,11 @@ FAMILIES: dict[str, str] = {
     "kimi_k2": f"{_MODELS}.deepseek_v3:DeepseekV3ForCausalLM",
 }
 """config.json `model_type` -> "module:class" of the `CausalLM` that serves it."""
+
+
+DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
+"""The MTP layer's reduced draft vocabulary, beside the weights: one int64 tensor
+`token_ids` (`CausalLM.use_draft_vocab`). Not a weight shard; absent: drafts score every token."""
 
 
 class ModelLoadError(Exception):
@@ -103,7 +109,7 @@ def safetensors_files(path: Path) -> list[Path]:
                 f"{path}: shards listed in {index.name} are missing: {', '.join(absent)}"
             )
         return files
-    files = sorted(path.glob("*.safetensors"))
+    files = sorted(f for f in path.glob("*.safetensors") if f.name != DRAFT_VOCAB_FILE)
     if not files:
         raise ModelLoadError(f"{path}: no *.safetensors weights")
     return files
@@ -137,6 +143,18 @@ def load_model(
     config = json.loads(config_file.read_text())
     weights = iter_safetensors(path)
     try:
-        return build_model(config, weights, device=device, dtype=dtype, mtp=mtp)
+        model = build_model(config, weights, device=device, dtype=dtype, mtp=mtp)
+        if model.num_mtp_layers and (path / DRAFT_VOCAB_FILE).is_file():
+            _use_draft_vocab(model, path / DRAFT_VOCAB_FILE)
     except ModelLoadError as error:
         raise ModelLoadError(f"{path}: {error}") from error
+    return model
+
+
+def _use_draft_vocab(model: CausalLM, file: Path) -> None:
+    try:
+        with safe_open(file, framework="pt", device="cpu") as tensors:
+            token_ids = tensors.get_tensor("token_ids")
+        model.use_draft_vocab(token_ids)
+    except (OSError, ValueError, RuntimeError, safetensors.SafetensorError) as error:
+        raise ModelLoadError(f"{file.name}: {error}") from error

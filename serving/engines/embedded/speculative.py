@@ -8,7 +8,9 @@ uses the token just sampled), which writes its cache from true hidden states and
 first draft. Each further draft feeds the MTP layer its own previous output at the next
 position. Rollback is bookkeeping: the sequence's committed length and `mtp_len` only ever
 cover accepted tokens, so entries written for rejected drafts are overwritten by the next
-round (as SGLang's EAGLE/NEXTN worker does for DeepSeek-V3's MTP layer).
+round (as SGLang's EAGLE/NEXTN worker does for DeepSeek-V3's MTP layer). Drafts are the
+argmax over the model's draft vocabulary (`CausalLM.draft_argmax`), the whole vocabulary unless
+the checkpoint ships a reduced one.
 """
 
 import torch
@@ -49,7 +51,7 @@ class MTPProposer:
         states = model.mtp_forward(next_ids, hidden, ctx)
         last = torch.cumsum(torch.tensor(lengths), 0) - 1
         states = states[last.to(device)]
-        drafts = torch.argmax(model.compute_logits(states), dim=-1).tolist()
+        drafts = model.draft_argmax(states).tolist()
         for run, seq, draft in zip(runs, seqs, drafts, strict=True):
             run.drafts = [draft]
             seq.mtp_len = seq.num_cached
@@ -62,9 +64,7 @@ class MTPProposer:
             )
             ids = torch.tensor([runs[i].drafts[-1] for i in active], device=device)
             states = model.mtp_forward(ids, states[active], ctx)
-            for i, draft in zip(
-                active, torch.argmax(model.compute_logits(states), -1).tolist(), strict=True
-            ):
+            for i, draft in zip(active, model.draft_argmax(states).tolist(), strict=True):
                 runs[i].drafts.append(draft)
             states = _scatter(states, active, len(seqs))
 

@@ -8,7 +8,11 @@ import pytest
 import torch
 
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
-from opencomposer.serving.engines.embedded.loader import load_model
+from opencomposer.serving.engines.embedded.loader import (
+    DRAFT_VOCAB_FILE,
+    ModelLoadError,
+    load_model,
+)
 from opencomposer.serving.engines.embedded.scheduler import Run
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 
@@ -171,3 +175,72 @@ def test_a_reused_prefix_still_speculates(checkpoint) -> None:
     [second] = llm.generate([follow_up], options)
     assert second.spec.verify_steps > 0  # drafting went on after the cached prefix
     assert second.output_ids == plain(checkpoint, [follow_up])[0]
+
+
+def _write_draft_vocab(path, token_ids: list[int]) -> None:
+    from safetensors.torch import save_file
+
+    save_file({"token_ids": torch.tensor(token_ids)}, str(path / DRAFT_VOCAB_FILE))
+
+
+def _drafted(path, prompts=PROMPTS) -> list:
+    seqs = engine(path).generate(prompts, SamplingOptions(max_tokens=TOKENS, draft_tokens=3))
+    return [(s.output_ids, s.spec.accepted) for s in seqs]
+
+
+def test_a_draft_vocabulary_of_every_token_drafts_as_the_whole_head(checkpoint) -> None:
+    whole = _drafted(checkpoint)
+    vocab = load_model(checkpoint).vocab_size
+    _write_draft_vocab(checkpoint, list(reversed(range(vocab))))
+    assert load_model(checkpoint).draft_token_ids is not None
+    assert _drafted(checkpoint) == whole
+
+
+def test_a_reduced_draft_vocabulary_changes_drafts_never_the_output(checkpoint) -> None:
+    expected = plain(checkpoint)
+    _write_draft_vocab(checkpoint, [7, 3, 40, 41, 42, 90])
+    llm = engine(checkpoint)
+    drafted: list[int] = []
+    original = llm.model.draft_argmax
+
+    def recording(states: torch.Tensor) -> torch.Tensor:
+        ids = original(states)
+        drafted.extend(ids.tolist())
+        return ids
+
+    llm.model.draft_argmax = recording  # type: ignore[method-assign]
+    seqs = llm.generate(PROMPTS, SamplingOptions(max_tokens=TOKENS, draft_tokens=3))
+    assert [s.output_ids for s in seqs] == expected
+    assert drafted and set(drafted) <= {7, 3, 40, 41, 42, 90}
+    assert [s.spec.drafted for s in seqs] != [0, 0, 0]
+
+
+def test_draft_rows_follow_weight_updates_in_place(checkpoint) -> None:
+    model = load_model(checkpoint)
+    model.use_draft_vocab(torch.tensor([1, 2, 3]))
+    states = torch.rand(4, model.hidden_size) + 0.1
+
+    def point_head_at(token: int) -> None:
+        with torch.no_grad():
+            model.lm_head.weight[1:4] = 0
+            model.lm_head.weight[token] = 1.0
+
+    point_head_at(1)
+    assert model.draft_argmax(states).tolist() == [1, 1, 1, 1]
+    point_head_at(3)
+    assert model.draft_argmax(states).tolist() == [3, 3, 3, 3]
+
+
+@pytest.mark.parametrize("token_ids", [[], [1, 1], [-1], [10**6]])
+def test_a_bad_draft_vocabulary_is_a_load_error(checkpoint, token_ids: list[int]) -> None:
+    _write_draft_vocab(checkpoint, token_ids)
+    with pytest.raises(ModelLoadError, match=DRAFT_VOCAB_FILE):
+        load_model(checkpoint)
+
+
+def test_a_draft_vocabulary_file_without_its_tensor_is_a_load_error(checkpoint) -> None:
+    from safetensors.torch import save_file
+
+    save_file({"ids": torch.tensor([1, 2])}, str(checkpoint / DRAFT_VOCAB_FILE))
+    with pytest.raises(ModelLoadError, match=DRAFT_VOCAB_FILE):
+        load_model(checkpoint)

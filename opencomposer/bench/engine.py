@@ -273,8 +273,50 @@ def first_difference(ours: list[list[int]], theirs: list[list[int]]) -> str:
     return ""
 
 
-def spec_rows(plain: Timing, spec: Timing, draft_tokens: int) -> list[Row]:
-    stats = spec.spec or SpecStats()
+def spec_rows(plain: Timing, specs: dict[int, Timing], whole_vocab: Timing | None) -> list[Row]:
+    """Per number of drafts k: output speed beside plain greedy (outputs must be identical)
+    and tokens per verify step; then TPOT at the fastest k, and, for a model that drafts from
+    a reduced vocabulary, the largest k again drafting from the whole vocabulary."""
+    rows: list[Row] = []
+    for k, spec in specs.items():
+        stats = spec.spec or SpecStats()
+        rows.append(_spec_speed(f"MTP k={k}: output tokens/s", plain, spec, k))
+        rows.append(
+            Row(
+                f"MTP k={k}: acceptance length",
+                "no drafts",
+                1.0,
+                stats.accept_length,
+                "tokens",
+                f"tokens per verify step (at most {k + 1}); "
+                f"{stats.accepted} of {stats.drafted} drafts accepted",
+            )
+        )
+    best = max(specs, key=lambda k: specs[k].tokens_per_second)
+    fastest = specs[best]
+    rows.append(
+        Row(
+            "MTP: TPOT",
+            "plain greedy",
+            plain.tpot,
+            fastest.tpot,
+            "s",
+            f"k={best}, the fastest; speed-up {plain.tpot / fastest.tpot:.2f}x (baseline / ours)"
+            if plain.tpot and fastest.tpot
+            else f"k={best}",
+        )
+    )
+    if whole_vocab is not None:
+        k = max(specs)
+        rows.append(
+            _spec_speed(
+                f"MTP k={k}, whole-vocabulary drafts: output tokens/s", plain, whole_vocab, k
+            )
+        )
+    return rows
+
+
+def _spec_speed(name: str, plain: Timing, spec: Timing, draft_tokens: int) -> Row:
     identical = spec.outputs == plain.outputs
     note = (
         f"{draft_tokens} drafts a step; outputs identical"
@@ -282,42 +324,19 @@ def spec_rows(plain: Timing, spec: Timing, draft_tokens: int) -> list[Row]:
         else f"outputs DIFFER at {first_difference(spec.outputs, plain.outputs)}: greedy "
         "speculation must be lossless"
     )
-    rate = stats.accept_rate or 0.0
-    if rate < FEW_ACCEPTED:
+    stats = spec.spec or SpecStats()
+    note += f"; {stats.accept_length:.2f} tokens per verify step"
+    if (stats.accept_rate or 0.0) < FEW_ACCEPTED:
         note += "; few drafts accepted (random weights?), so a speed-up near or below 1 is expected"
-    speed_up = (
-        f"speed-up {plain.tpot / spec.tpot:.2f}x (baseline / ours)"
-        if plain.tpot and spec.tpot
-        else ""
+    return Row(
+        name,
+        "plain greedy",
+        plain.tokens_per_second,
+        spec.tokens_per_second,
+        "tok/s",
+        note,
+        identical,
     )
-    return [
-        Row(
-            "MTP: output tokens/s",
-            "plain greedy",
-            plain.tokens_per_second,
-            spec.tokens_per_second,
-            "tok/s",
-            note,
-            identical,
-        ),
-        Row("MTP: TPOT", "plain greedy", plain.tpot, spec.tpot, "s", speed_up),
-        Row(
-            "MTP: acceptance length",
-            "no drafts",
-            1.0,
-            stats.accept_length,
-            "tokens",
-            f"tokens per verify step (at most {draft_tokens + 1})",
-        ),
-        Row(
-            "MTP: acceptance rate",
-            "",
-            None,
-            rate * 100,
-            "%",
-            f"{stats.accepted} of {stats.drafted} drafts",
-        ),
-    ]
 
 
 def run_engine_bench(
@@ -349,7 +368,6 @@ def run_engine_bench(
     config = engine_config(inputs, max_tokens, draft_tokens)
     chosen = inputs.decode[:prompts]
     plain = SamplingOptions(max_tokens=max_tokens)
-    spec = SamplingOptions(max_tokens=max_tokens, draft_tokens=draft_tokens)
 
     def ours(
         batch_prompts: list[list[int]], options: SamplingOptions, batch: int = 1
@@ -359,16 +377,25 @@ def run_engine_bench(
 
     progress("warming up")
     runs = {"plain": ours(chosen, plain)}
-    if model.num_mtp_layers:
-        runs["spec"] = ours(chosen, spec)
+    drafting = range(1, draft_tokens + 1) if model.num_mtp_layers else range(0)
+    for k in drafting:
+        runs[f"spec {k}"] = ours(chosen, SamplingOptions(max_tokens=max_tokens, draft_tokens=k))
+    if drafting and model.draft_token_ids is not None:
+        runs["spec whole vocab"] = _without_draft_vocab(
+            model, ours(chosen, SamplingOptions(max_tokens=max_tokens, draft_tokens=draft_tokens))
+        )
     for size in BATCH_SIZES[1:]:
         runs[f"batch {size}"] = ours(inputs.decode[:size], plain, size)
     runs["prefill"] = ours([inputs.long], SamplingOptions(max_tokens=1))
     progress(f"{', '.join(runs)}: {repeat} rounds")
     timed = interleaved(runs, repeat)
     rows = (
-        spec_rows(timed["plain"], timed["spec"], draft_tokens)
-        if "spec" in timed
+        spec_rows(
+            timed["plain"],
+            {k: timed[f"spec {k}"] for k in drafting},
+            timed.get("spec whole vocab"),
+        )
+        if drafting
         else [
             Row(
                 "MTP: output tokens/s",
@@ -458,6 +485,20 @@ def run_engine_bench(
         "repeat": repeat,
     }
     return rows, info
+
+
+def _without_draft_vocab(model: CausalLM, run: Callable[[], Timing]) -> Callable[[], Timing]:
+    """`run` with the model drafting from its whole vocabulary."""
+    ids = model.draft_token_ids
+
+    def whole() -> Timing:
+        model.draft_token_ids = None
+        try:
+            return run()
+        finally:
+            model.draft_token_ids = ids
+
+    return whole
 
 
 def versus_transformers(ours: Timing, theirs: Timing | None, why_not: str) -> Row:

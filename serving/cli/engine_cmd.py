@@ -361,7 +361,8 @@ def bench(
         typer.Option(
             min=1,
             max=8,
-            help="Tokens the MTP layer drafts per step (default: engine.draft_tokens).",
+            help="Measure MTP drafting 1, 2, ... up to this many tokens per step "
+            "(default: engine.draft_tokens).",
         ),
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="Timed runs per figure (median).")] = 3,
@@ -374,8 +375,9 @@ def bench(
     config: ConfigOverrides = None,
     json: Json = False,
 ) -> None:
-    """The embedded engine beside baselines: MTP speculative vs plain decoding, ours vs
-    transformers' generate, batch scaling, prefill, peak memory."""
+    """The embedded engine beside baselines: MTP speculative decoding at each number of drafts
+    vs plain decoding (and whole-vocabulary drafts vs the model's reduced draft vocabulary),
+    ours vs transformers' generate, batch scaling, prefill, peak memory."""
     import torch
 
     from opencomposer.bench.engine import BenchError, run_engine_bench

@@ -190,10 +190,11 @@ def test_bench_reports_every_figure(models_dir: Path):
     }
     rows = {row["name"]: row for row in report["rows"]}
     assert list(rows) == [
-        "MTP: output tokens/s",
+        "MTP k=1: output tokens/s",
+        "MTP k=1: acceptance length",
+        "MTP k=2: output tokens/s",
+        "MTP k=2: acceptance length",
         "MTP: TPOT",
-        "MTP: acceptance length",
-        "MTP: acceptance rate",
         "batch 4: output tokens/s",
         "batch 16: output tokens/s",
         "generate: output tokens/s",
@@ -201,14 +202,16 @@ def test_bench_reports_every_figure(models_dir: Path):
         "peak RSS",
     ]
     # Greedy speculation is lossless whatever the drafts.
-    assert rows["MTP: output tokens/s"]["identical"] is True
+    assert rows["MTP k=1: output tokens/s"]["identical"] is True
+    assert rows["MTP k=2: output tokens/s"]["identical"] is True
     assert rows["generate: output tokens/s"]["identical"] in (True, False)
     for row in report["rows"]:
         assert row["ours"] >= 0, row
         if row["baseline"] is not None:
             assert row["baseline"] > 0 and row["ratio"] >= 0, row
     for name in (
-        "MTP: output tokens/s",
+        "MTP k=1: output tokens/s",
+        "MTP k=2: output tokens/s",
         "MTP: TPOT",
         "batch 16: output tokens/s",
         "generate: output tokens/s",
@@ -216,4 +219,5 @@ def test_bench_reports_every_figure(models_dir: Path):
         "peak RSS",
     ):
         assert rows[name]["ours"] > 0, name
-    assert 1.0 <= rows["MTP: acceptance length"]["ours"] <= 3.0
+    assert 1.0 <= rows["MTP k=1: acceptance length"]["ours"] <= 2.0
+    assert 1.0 <= rows["MTP k=2: acceptance length"]["ours"] <= 3.0

@@ -1,0 +1,352 @@
+"""`build_corpus`: sources -> licence-checked, deduplicated, language-tagged JSONL shards.
+
+Layout under `out`:
+    corpus/{train,val}/shard-00000.jsonl   one {text, path, repo, license, language, sha256}
+                                           per line; `.minhash.npy` beside each (signatures)
+    corpus/state.json                      committed shards, finished sources, counts
+    manifest.json                          the counts when the build is complete
+    sources/                               shallow clones of remote git sources
+
+Streaming: one file in memory at a time, plus the dedup index (signatures only). Resumable:
+shards are written under a temporary name and renamed, and the state (which sources are done,
+the counts so far) is replaced atomically only after the shards holding those sources' files
+are renamed; a shard is closed only between sources. A rerun after a kill drops anything the
+state does not list, skips the finished sources and reloads the index from the signatures,
+so it produces the same shards as an uninterrupted run.
+
+The held-out split is by repository: a repository's files are all train or all val, by a
+hash of its id, so no near-copy of a val file is learned from its neighbours in train.
+"""
+
+import copy
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from opencomposer.training.corpus_files import language_of, read_text
+from opencomposer.training.corpus_sources import Source, list_files
+from opencomposer.training.dedup import Deduplicator, minhash, text_sha256
+from opencomposer.training.errors import TrainingError
+from opencomposer.training.licenses import LicenseResolver, is_license_file, is_permissive
+
+SPLITS = ("train", "val")
+SHARD_BYTES = 32 << 20
+"""A shard is closed at the first source boundary past this size (32 MB of JSON)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """CPU-sized limits. The defaults keep `train data` with no sources to a few minutes on
+    two cores (the stdlib and this venv's site-packages; see the README for measurements)."""
+
+    max_files: int | None = None
+    """Files kept in all, then the build stops."""
+    max_bytes: int | None = 256 << 20
+    """Bytes of text kept in all, then the build stops."""
+    max_repo_bytes: int | None = 4 << 20
+    """Bytes kept from one repository: torch alone would otherwise be a third of the corpus."""
+    max_file_bytes: int = 256 << 10
+    """Larger files are mostly generated (tables, bundles, vendored data) and are skipped."""
+
+
+def split_of(repo: str, val_fraction: float) -> str:
+    digest = int.from_bytes(hashlib.sha256(repo.encode("utf-8")).digest()[:8], "big")
+    return "val" if digest / 2**64 < val_fraction else "train"
+
+
+@dataclass
+class Counts:
+    seen: int = 0
+    kept: int = 0
+    bytes_seen: int = 0
+    bytes_kept: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    licenses: Counter[str] = field(default_factory=Counter)
+    languages: Counter[str] = field(default_factory=Counter)
+    splits: dict[str, Counter[str]] = field(
+        default_factory=lambda: {split: Counter() for split in SPLITS}
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seen": self.seen,
+            "kept": self.kept,
+            "bytes": {"seen": self.bytes_seen, "kept": self.bytes_kept},
+            "skipped": dict(sorted(self.skipped.items())),
+            "licenses": dict(sorted(self.licenses.items())),
+            "languages": dict(sorted(self.languages.items())),
+            "splits": {split: dict(sorted(c.items())) for split, c in self.splits.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Counts":
+        return cls(
+            seen=data["seen"],
+            kept=data["kept"],
+            bytes_seen=data["bytes"]["seen"],
+            bytes_kept=data["bytes"]["kept"],
+            skipped=Counter(data["skipped"]),
+            licenses=Counter(data["licenses"]),
+            languages=Counter(data["languages"]),
+            splits={split: Counter(c) for split, c in data["splits"].items()},
+        )
+
+
+class _ShardWriter:
+    """The open shard of one split, under a temporary name until `commit`."""
+
+    def __init__(self, folder: Path, index: int) -> None:
+        self.folder = folder
+        self.index = index
+        self.size = 0
+        self._handle: IO[str] | None = None
+        self._signatures: list[np.ndarray] = []
+
+    @property
+    def name(self) -> str:
+        return f"shard-{self.index:05d}.jsonl"
+
+    def write(self, record: dict[str, str], signature: np.ndarray) -> None:
+        if self._handle is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._handle = (self.folder / (self.name + ".tmp")).open("w", encoding="utf-8")
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        self._handle.write(line)
+        self.size += len(line)
+        self._signatures.append(signature)
+
+    def commit(self) -> str | None:
+        """Rename the shard into place; its name, or None when nothing was written."""
+        if self._handle is None:
+            return None
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        signatures = self.folder / (self.name + ".minhash.tmp.npy")
+        np.save(signatures, np.stack(self._signatures))
+        signatures.rename(self.folder / (self.name + ".minhash.npy"))
+        (self.folder / (self.name + ".tmp")).rename(self.folder / self.name)
+        name = self.name
+        self.index += 1
+        self.size, self._handle, self._signatures = 0, None, []
+        return name
+
+
+class _State:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        self.shards: dict[str, list[str]] = data.get("shards", {s: [] for s in SPLITS})
+        self.finished: list[str] = data.get("finished", [])
+        self.counts = Counts.from_json(data["counts"]) if "counts" in data else Counts()
+        self.complete: bool = data.get("complete", False)
+
+    def save(self) -> None:
+        data = {
+            "shards": self.shards,
+            "finished": self.finished,
+            "counts": self.counts.to_json(),
+            "complete": self.complete,
+        }
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data, indent=1) + "\n")
+        temporary.rename(self.path)
+
+
+def build_corpus(
+    sources: Sequence[Source],
+    out: Path,
+    *,
+    val_fraction: float = 0.05,
+    budget: Budget = Budget(),
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Build (or finish building) the corpus under `out`; returns the manifest. `progress` is
+    called with (source id, files seen so far) as the build goes."""
+    if not 0 <= val_fraction < 1:
+        raise TrainingError(f"--val-fraction {val_fraction} must be in [0, 1)")
+    corpus = out / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    state = _State(corpus / "state.json")
+    _drop_uncommitted(corpus, state)
+    dedup = _reload_index(corpus, state)
+    counts = copy.deepcopy(state.counts)
+    writers = {s: _ShardWriter(corpus / s, len(state.shards[s])) for s in SPLITS}
+    pending: list[str] = []
+
+    def commit() -> None:
+        for split, writer in writers.items():
+            if name := writer.commit():
+                state.shards[split].append(name)
+        state.finished += pending
+        state.counts = copy.deepcopy(counts)
+        state.save()
+        pending.clear()
+
+    for source in sources:
+        if source.repo in state.finished:
+            continue
+        if _spent(counts, budget):
+            break
+        split = split_of(source.repo, val_fraction)
+        _add_source(source, writers[split], split, dedup, counts, budget, progress)
+        pending.append(source.repo)
+        if max(w.size for w in writers.values()) >= SHARD_BYTES:
+            commit()
+    state.complete = True
+    commit()
+    if counts.kept == 0:
+        raise TrainingError(
+            f"the corpus is empty: no permissively licensed text file in {len(sources)} "
+            f"source(s) ({_reasons(counts)}); give folders or repositories of code"
+        )
+    manifest = {
+        "sources": state.finished,
+        "val_fraction": val_fraction,
+        "shards": state.shards,
+        **counts.to_json(),
+    }
+    temporary = out / "manifest.json.tmp"
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n")
+    temporary.rename(out / "manifest.json")
+    return manifest
+
+
+def _add_source(
+    source: Source,
+    writer: _ShardWriter,
+    split: str,
+    dedup: Deduplicator,
+    counts: Counts,
+    budget: Budget,
+    progress: Any,
+) -> None:
+    licenses = LicenseResolver(
+        source.root,
+        source.license,
+        walk=source.walk_licenses,
+        include_root=source.record is None,
+    )
+    repo_bytes = 0
+    for path in list_files(source):
+        if _spent(counts, budget):
+            return
+        counts.seen += 1
+        if progress is not None:
+            progress(source.repo, counts.seen)
+        if budget.max_repo_bytes is not None and repo_bytes >= budget.max_repo_bytes:
+            counts.skipped["repository_budget"] += 1
+            continue
+        reason, record, signature = _examine(path, source, licenses, dedup, counts, budget)
+        if reason:
+            counts.skipped[reason] += 1
+            continue
+        assert record is not None and signature is not None
+        dedup.add(record["sha256"], signature)
+        writer.write(record, signature)
+        size = len(record["text"].encode("utf-8"))
+        repo_bytes += size
+        counts.kept += 1
+        counts.bytes_kept += size
+        counts.licenses[record["license"]] += 1
+        counts.languages[record["language"]] += 1
+        counts.splits[split]["files"] += 1
+        counts.splits[split]["bytes"] += size
+    counts.splits[split]["repositories"] += 1
+
+
+def _examine(
+    path: Path,
+    source: Source,
+    licenses: LicenseResolver,
+    dedup: Deduplicator,
+    counts: Counts,
+    budget: Budget,
+) -> tuple[str, dict[str, str] | None, np.ndarray | None]:
+    """(skip reason, record, signature): a reason, or the record to keep."""
+    language = language_of(path)
+    if language is None or is_license_file(path.name):
+        return "unsupported_type", None, None
+    text, reason, size = read_text(path, budget.max_file_bytes)
+    counts.bytes_seen += size
+    if text is None:
+        return reason, None, None
+    spdx = licenses.license_of(path, text)
+    if spdx is None:
+        return "license_unknown", None, None
+    if not is_permissive(spdx):
+        return "license_not_permissive", None, None
+    sha = text_sha256(text)
+    signature = minhash(text)
+    if duplicate := dedup.check(sha, signature):
+        return duplicate, None, None
+    record = {
+        "text": text,
+        "path": path.relative_to(source.root).as_posix(),
+        "repo": source.repo,
+        "license": spdx,
+        "language": language,
+        "sha256": sha,
+    }
+    return "", record, signature
+
+
+def _spent(counts: Counts, budget: Budget) -> bool:
+    return bool(
+        (budget.max_files is not None and counts.kept >= budget.max_files)
+        or (budget.max_bytes is not None and counts.bytes_kept >= budget.max_bytes)
+    )
+
+
+def _reasons(counts: Counts) -> str:
+    if not counts.seen:
+        return "no files found"
+    return ", ".join(f"{n} {reason}" for reason, n in counts.skipped.most_common())
+
+
+def _drop_uncommitted(corpus: Path, state: _State) -> None:
+    """Delete what a killed run left that the state does not list (a shard being written, or
+    one renamed just before the kill, whose sources will be redone)."""
+    for split in SPLITS:
+        keep = set(state.shards[split])
+        keep |= {name + ".minhash.npy" for name in state.shards[split]}
+        for path in (corpus / split).glob("*") if (corpus / split).is_dir() else ():
+            if path.name not in keep:
+                path.unlink()
+
+
+def _reload_index(corpus: Path, state: _State) -> Deduplicator:
+    dedup = Deduplicator()
+    for split in SPLITS:
+        for name in state.shards[split]:
+            signatures = np.load(corpus / split / (name + ".minhash.npy"))
+            records = iter_shard(corpus / split / name)
+            for record, signature in zip(records, signatures, strict=True):
+                dedup.add(record["sha256"], signature)
+    return dedup
+
+
+def iter_shard(path: Path) -> Any:
+    """The records of one shard, in order."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            yield json.loads(line)
+
+
+def iter_corpus(corpus_dir: Path, split: str) -> Any:
+    """Every record of a split of a corpus that `build_corpus` completed, in shard order."""
+    state_file = corpus_dir / "corpus" / "state.json"
+    if not state_file.is_file():
+        raise TrainingError(f"{corpus_dir} holds no corpus: run `opencomposer train data` first")
+    state = _State(state_file)
+    if not state.complete:
+        raise TrainingError(f"the corpus in {corpus_dir} is unfinished: rerun `train data`")
+    for name in state.shards[split]:
+        yield from iter_shard(corpus_dir / "corpus" / split / name)

@@ -30,7 +30,9 @@ from opencomposer.training.tokenizer import check_special_tokens, tokenizer_sha2
 
 TOKEN_DTYPE = np.uint32
 CHECKPOINT_DOCS = 2048
-"""Documents between checkpoints: one is a flush, an fsync and a small .npy (milliseconds)."""
+"""Documents between checkpoints: one is a flush and a small .npy (milliseconds)."""
+ENCODE_BATCH = 256
+"""Documents encoded in one `encode_batch` call (the Rust side spreads it over the cores)."""
 
 
 def tokenize_corpus(
@@ -124,7 +126,7 @@ def _tokenize_split(
         handle.truncate(state["tokens"] * TOKEN_DTYPE().itemsize)
         handle.seek(0, 2)
         records = islice(iter_corpus(corpus_dir, split), state["documents"], None)
-        for chunk in _chunks(records, 256):
+        for chunk in _chunks(records, ENCODE_BATCH):
             documents, fim = encoder.encode(chunk)
             for ids in documents:
                 handle.write(np.asarray(ids, dtype=TOKEN_DTYPE).tobytes())

@@ -115,6 +115,8 @@ def tokenizer(
 
 
 def _progress() -> Progress:
+    # Off when stderr is not a terminal: a transient bar still leaves a blank line in a log,
+    # and an error's one line must stay the only line.
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -122,4 +124,5 @@ def _progress() -> Progress:
         TimeElapsedColumn(),
         console=err,
         transient=True,
+        disable=not err.is_terminal,
     )

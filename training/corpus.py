@@ -147,6 +147,7 @@ class _State:
         self.finished: list[str] = data.get("finished", [])
         self.counts = Counts.from_json(data["counts"]) if "counts" in data else Counts()
         self.complete: bool = data.get("complete", False)
+        self.val_fraction: float | None = data.get("val_fraction")
 
     def save(self) -> None:
         data = {
@@ -154,6 +155,7 @@ class _State:
             "finished": self.finished,
             "counts": self.counts.to_json(),
             "complete": self.complete,
+            "val_fraction": self.val_fraction,
         }
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps(data, indent=1) + "\n")
@@ -175,6 +177,13 @@ def build_corpus(
     corpus = out / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     state = _State(corpus / "state.json")
+    if state.val_fraction is not None and state.val_fraction != val_fraction:
+        # Finished sources were split with the old fraction; mixing two would leak repositories.
+        raise TrainingError(
+            f"{out} holds a corpus split with --val-fraction {state.val_fraction}: "
+            "rerun with that value or use a new --out"
+        )
+    state.val_fraction = val_fraction
     _drop_uncommitted(corpus, state)
     dedup = _reload_index(corpus, state)
     counts = copy.deepcopy(state.counts)

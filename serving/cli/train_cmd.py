@@ -48,7 +48,8 @@ def data(
 ) -> None:
     """Build a licence-checked, deduplicated code corpus (resumable: rerun to finish).
 
-    With no sources, 40 s on two cores here: 37,500 files seen, 6,560 kept (89 MB).
+    With no sources and the default budget (the defaults of `training.corpus.Budget`): 39 s on
+    two cores, 37,517 files seen, 6,565 kept (89 MB of text, 97 repositories train, 8 val).
     """
     from opencomposer.training.corpus import Budget, build_corpus
     from opencomposer.training.corpus_sources import default_sources, resolve_source
@@ -93,7 +94,10 @@ def tokenizer(
     ] = 0.5,
     seed: Annotated[int, typer.Option(help="Seed of the FIM choices and split points.")] = 0,
 ) -> None:
-    """Train the BPE tokenizer into DATA/tokenizer/ and tokenize the corpus into DATA/tokens/."""
+    """Train the BPE tokenizer into DATA/tokenizer/ and tokenize the corpus into DATA/tokens/.
+
+    On the default corpus: 42 s to train, 76 s to tokenize (28.0 M train tokens, 0.63 M val).
+    """
     from opencomposer.training.token_shards import tokenize_corpus
     from opencomposer.training.tokenizer import train_code_tokenizer
 

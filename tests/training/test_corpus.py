@@ -146,6 +146,8 @@ def test_interrupted_run_resumes_to_the_same_output(
     resumed = build_corpus(sources, tmp_path / "resumed", val_fraction=0.3)
     assert not list((tmp_path / "resumed" / "corpus").rglob("*.tmp"))
     assert records(tmp_path / "resumed") == records(tmp_path / "full")
+    with pytest.raises(TrainingError, match=r"split with --val-fraction 0\.3"):
+        build_corpus(sources, tmp_path / "resumed", val_fraction=0.1)
     drop = ("shards",)
     assert {k: v for k, v in resumed.items() if k not in drop} == {
         k: v for k, v in full.items() if k not in drop

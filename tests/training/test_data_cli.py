@@ -48,3 +48,17 @@ def test_clear_errors(tmp_path: Path):
     assert failed.stderr == (
         f"opencomposer: no corpus in {missing}: run `opencomposer train data --out DIR`\n"
     )
+
+
+def test_cli_budget_defaults_are_the_library_defaults():
+    import inspect
+
+    from opencomposer.serving.cli.train_cmd import data
+    from opencomposer.training.corpus import Budget
+
+    defaults = {n: p.default for n, p in inspect.signature(data).parameters.items()}
+    budget = Budget()
+    assert defaults["max_files"] == budget.max_files
+    assert defaults["max_mb"] * 2**20 == budget.max_bytes
+    assert defaults["max_repo_mb"] * 2**20 == budget.max_repo_bytes
+    assert defaults["max_file_kb"] * 2**10 == budget.max_file_bytes

@@ -21,22 +21,26 @@ hash of its id, so no near-copy of a val file is learned from its neighbours in 
 import copy
 import hashlib
 import json
-import os
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from opencomposer.training.corpus_files import language_of, read_text
+from opencomposer.training.corpus_shards import (
+    SPLITS,
+    CorpusState,
+    Counts,
+    ShardWriter,
+    iter_shard,
+)
 from opencomposer.training.corpus_sources import Source, list_files
 from opencomposer.training.dedup import Deduplicator, minhash, text_sha256
 from opencomposer.training.errors import TrainingError
 from opencomposer.training.licenses import LicenseResolver, is_license_file, is_permissive
 
-SPLITS = ("train", "val")
 SHARD_BYTES = 32 << 20
 """A shard is closed at the first source boundary past this size (32 MB of JSON)."""
 
@@ -61,114 +65,13 @@ def split_of(repo: str, val_fraction: float) -> str:
     return "val" if digest / 2**64 < val_fraction else "train"
 
 
-@dataclass
-class Counts:
-    seen: int = 0
-    kept: int = 0
-    bytes_seen: int = 0
-    bytes_kept: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    licenses: Counter[str] = field(default_factory=Counter)
-    languages: Counter[str] = field(default_factory=Counter)
-    splits: dict[str, Counter[str]] = field(
-        default_factory=lambda: {split: Counter() for split in SPLITS}
-    )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seen": self.seen,
-            "kept": self.kept,
-            "bytes": {"seen": self.bytes_seen, "kept": self.bytes_kept},
-            "skipped": dict(sorted(self.skipped.items())),
-            "licenses": dict(sorted(self.licenses.items())),
-            "languages": dict(sorted(self.languages.items())),
-            "splits": {split: dict(sorted(c.items())) for split, c in self.splits.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Counts":
-        return cls(
-            seen=data["seen"],
-            kept=data["kept"],
-            bytes_seen=data["bytes"]["seen"],
-            bytes_kept=data["bytes"]["kept"],
-            skipped=Counter(data["skipped"]),
-            licenses=Counter(data["licenses"]),
-            languages=Counter(data["languages"]),
-            splits={split: Counter(c) for split, c in data["splits"].items()},
-        )
-
-
-class _ShardWriter:
-    """The open shard of one split, under a temporary name until `commit`."""
-
-    def __init__(self, folder: Path, index: int) -> None:
-        self.folder = folder
-        self.index = index
-        self.size = 0
-        self._handle: IO[str] | None = None
-        self._signatures: list[np.ndarray] = []
-
-    @property
-    def name(self) -> str:
-        return f"shard-{self.index:05d}.jsonl"
-
-    def write(self, record: dict[str, str], signature: np.ndarray) -> None:
-        if self._handle is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._handle = (self.folder / (self.name + ".tmp")).open("w", encoding="utf-8")
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        self._handle.write(line)
-        self.size += len(line)
-        self._signatures.append(signature)
-
-    def commit(self) -> str | None:
-        """Rename the shard into place; its name, or None when nothing was written."""
-        if self._handle is None:
-            return None
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
-        signatures = self.folder / (self.name + ".minhash.tmp.npy")
-        np.save(signatures, np.stack(self._signatures))
-        signatures.rename(self.folder / (self.name + ".minhash.npy"))
-        (self.folder / (self.name + ".tmp")).rename(self.folder / self.name)
-        name = self.name
-        self.index += 1
-        self.size, self._handle, self._signatures = 0, None, []
-        return name
-
-
-class _State:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        data = json.loads(path.read_text()) if path.is_file() else {}
-        self.shards: dict[str, list[str]] = data.get("shards", {s: [] for s in SPLITS})
-        self.finished: list[str] = data.get("finished", [])
-        self.counts = Counts.from_json(data["counts"]) if "counts" in data else Counts()
-        self.complete: bool = data.get("complete", False)
-        self.val_fraction: float | None = data.get("val_fraction")
-
-    def save(self) -> None:
-        data = {
-            "shards": self.shards,
-            "finished": self.finished,
-            "counts": self.counts.to_json(),
-            "complete": self.complete,
-            "val_fraction": self.val_fraction,
-        }
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(data, indent=1) + "\n")
-        temporary.rename(self.path)
-
-
 def build_corpus(
     sources: Sequence[Source],
     out: Path,
     *,
     val_fraction: float = 0.05,
     budget: Budget = Budget(),
-    progress: Any = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, Any]:
     """Build (or finish building) the corpus under `out`; returns the manifest. `progress` is
     called with (source id, files seen so far) as the build goes."""
@@ -176,7 +79,7 @@ def build_corpus(
         raise TrainingError(f"--val-fraction {val_fraction} must be in [0, 1)")
     corpus = out / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
-    state = _State(corpus / "state.json")
+    state = CorpusState(corpus / "state.json")
     if state.val_fraction is not None and state.val_fraction != val_fraction:
         # Finished sources were split with the old fraction; mixing two would leak repositories.
         raise TrainingError(
@@ -187,7 +90,7 @@ def build_corpus(
     _drop_uncommitted(corpus, state)
     dedup = _reload_index(corpus, state)
     counts = copy.deepcopy(state.counts)
-    writers = {s: _ShardWriter(corpus / s, len(state.shards[s])) for s in SPLITS}
+    writers = {s: ShardWriter(corpus / s, len(state.shards[s])) for s in SPLITS}
     pending: list[str] = []
 
     def commit() -> None:
@@ -230,12 +133,12 @@ def build_corpus(
 
 def _add_source(
     source: Source,
-    writer: _ShardWriter,
+    writer: ShardWriter,
     split: str,
     dedup: Deduplicator,
     counts: Counts,
     budget: Budget,
-    progress: Any,
+    progress: Callable[[str, int], None] | None,
 ) -> None:
     licenses = LicenseResolver(
         source.root,
@@ -320,7 +223,7 @@ def _reasons(counts: Counts) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in counts.skipped.most_common())
 
 
-def _drop_uncommitted(corpus: Path, state: _State) -> None:
+def _drop_uncommitted(corpus: Path, state: CorpusState) -> None:
     """Delete what a killed run left that the state does not list (a shard being written, or
     one renamed just before the kill, whose sources will be redone)."""
     for split in SPLITS:
@@ -331,7 +234,7 @@ def _drop_uncommitted(corpus: Path, state: _State) -> None:
                 path.unlink()
 
 
-def _reload_index(corpus: Path, state: _State) -> Deduplicator:
+def _reload_index(corpus: Path, state: CorpusState) -> Deduplicator:
     dedup = Deduplicator()
     for split in SPLITS:
         for name in state.shards[split]:
@@ -342,19 +245,12 @@ def _reload_index(corpus: Path, state: _State) -> Deduplicator:
     return dedup
 
 
-def iter_shard(path: Path) -> Any:
-    """The records of one shard, in order."""
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            yield json.loads(line)
-
-
-def iter_corpus(corpus_dir: Path, split: str) -> Any:
+def iter_corpus(corpus_dir: Path, split: str) -> Iterator[dict[str, Any]]:
     """Every record of a split of a corpus that `build_corpus` completed, in shard order."""
     state_file = corpus_dir / "corpus" / "state.json"
     if not state_file.is_file():
         raise TrainingError(f"{corpus_dir} holds no corpus: run `opencomposer train data` first")
-    state = _State(state_file)
+    state = CorpusState(state_file)
     if not state.complete:
         raise TrainingError(f"the corpus in {corpus_dir} is unfinished: rerun `train data`")
     for name in state.shards[split]:

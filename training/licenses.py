@@ -94,6 +94,7 @@ _NAMES = {
     "gnu library or lesser general public license (lgpl)": "LGPL",
     "gnu affero general public license v3": "AGPL-3.0",
 }
+_PERMISSIVE_IDS = {spdx.lower(): spdx for spdx in PERMISSIVE}
 _LICENSE_FILE = re.compile(r"^(licen[cs]e|copying|unlicense)([._-].*)?$", re.I)
 
 
@@ -115,10 +116,7 @@ def license_from_text(text: str) -> str | None:
 def license_from_name(name: str) -> str | None:
     """A short licence name (a `License:` field, a classifier's last part) as an SPDX id."""
     key = " ".join(name.strip().lower().split())
-    if key in _NAMES:
-        return _NAMES[key]
-    upper = {spdx.lower(): spdx for spdx in PERMISSIVE}
-    return upper.get(key)
+    return _NAMES.get(key) or _PERMISSIVE_IDS.get(key)
 
 
 def is_permissive(expression: str | None) -> bool:

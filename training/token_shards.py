@@ -23,7 +23,8 @@ from tokenizers import Tokenizer
 
 from opencomposer.serving.engines.embedded.chat_format import DEEPSEEK_EOS
 from opencomposer.serving.engines.embedded.fim import find_fim
-from opencomposer.training.corpus import SPLITS, iter_corpus
+from opencomposer.training.corpus import iter_corpus
+from opencomposer.training.corpus_shards import SPLITS
 from opencomposer.training.errors import TrainingError
 from opencomposer.training.fim_transform import fim_plan, fim_tokens
 from opencomposer.training.tokenizer import check_special_tokens, tokenizer_sha256

@@ -29,6 +29,8 @@ def _open(data_dir: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
             f"--data {data_dir}` first"
         )
     meta = json.loads((folder / "meta.json").read_text())
+    if not meta["tokens"]:  # an empty split (no repository held out): mmap refuses 0 bytes
+        return np.zeros(0, dtype=np.uint32), np.zeros(1, dtype=np.int64)
     tokens = np.memmap(folder / "tokens.bin", dtype=np.uint32, mode="r", shape=(meta["tokens"],))
     offsets = np.load(folder / "offsets.npy", mmap_mode="r")
     return tokens, offsets

@@ -73,6 +73,8 @@ def test_start_and_ranks(data_dir: Path):
 
 
 def test_bad_arguments(data_dir: Path, tmp_path: Path):
+    assert count_rows(data_dir, "val", SEQ) == 0  # nothing held out
+    assert list(read_rows(data_dir, "val", SEQ)) == []
     with pytest.raises(TrainingError, match="no tokenized train split"):
         count_rows(tmp_path, "train", SEQ)
     with pytest.raises(TrainingError, match="--seq-len"):

@@ -7,6 +7,7 @@ and `find_fim` finds the sentinels in a trained model exactly as in the seeded o
 """
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -26,22 +27,31 @@ from opencomposer.serving.model_recipes.tiny_moe import (
 from opencomposer.training.corpus import iter_corpus
 from opencomposer.training.errors import TrainingError
 
+_ORIGIN = "trained_on.json"
+"""Beside tokenizer.json: the corpus and vocabulary size it was trained with."""
+
 
 def train_code_tokenizer(data_dir: Path, *, vocab_size: int = VOCAB_SIZE) -> Tokenizer:
-    """Train on `data_dir`'s train split and write `data_dir/tokenizer/` (replaced whole)."""
+    """Train on `data_dir`'s train split and write `data_dir/tokenizer/` (replaced whole). A
+    tokenizer already trained there on the same corpus with the same size is reused, so a
+    rerun that resumes tokenizing does not spend a minute retraining."""
     if vocab_size < len(DEEPSEEK_SPECIAL_TOKENS) + 256:
         raise TrainingError(
             f"--vocab-size {vocab_size} is too small: it needs 256 bytes and "
             f"{len(DEEPSEEK_SPECIAL_TOKENS)} special tokens; use 1024 or more"
         )
+    target = data_dir / "tokenizer"
+    origin = {"corpus_sha256": corpus_sha256(data_dir), "vocab_size": vocab_size}
+    if (target / _ORIGIN).is_file() and json.loads((target / _ORIGIN).read_text()) == origin:
+        return load_tokenizer(target)
     texts = (record["text"] for record in iter_corpus(data_dir, "train"))
     tokenizer = train_tokenizer(texts, vocab_size)
     check_special_tokens(tokenizer)
-    target = data_dir / "tokenizer"
     partial = data_dir / "tokenizer.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
     write_tokenizer(tokenizer, partial)
+    (partial / _ORIGIN).write_text(json.dumps(origin) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return tokenizer
@@ -55,6 +65,14 @@ def load_tokenizer(folder: Path) -> Tokenizer:
     tokenizer = Tokenizer.from_file(str(path))
     check_special_tokens(tokenizer)
     return tokenizer
+
+
+def corpus_sha256(data_dir: Path) -> str:
+    """Identifies a corpus build: its state file lists every shard and count."""
+    state = data_dir / "corpus" / "state.json"
+    if not state.is_file():
+        raise TrainingError(f"no corpus in {data_dir}: run `opencomposer train data --out DIR`")
+    return hashlib.sha256(state.read_bytes()).hexdigest()
 
 
 def tokenizer_sha256(tokenizer: Tokenizer) -> str:

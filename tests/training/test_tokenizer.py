@@ -61,6 +61,14 @@ def test_special_tokens_present_whole_and_first(tokenizer: Tokenizer, data_dir: 
     assert (data_dir / "tokenizer" / "tokenizer_config.json").is_file()
 
 
+def test_retraining_on_the_same_corpus_reuses_the_tokenizer(data_dir: Path):
+    tokenizer_json = data_dir / "tokenizer" / "tokenizer.json"
+    before = tokenizer_json.stat().st_mtime_ns
+    again = train_code_tokenizer(data_dir, vocab_size=1024)
+    assert tokenizer_json.stat().st_mtime_ns == before
+    assert again.to_str() == Tokenizer.from_file(str(tokenizer_json)).to_str()
+
+
 def test_tokenizer_without_special_tokens_is_refused(tmp_path: Path):
     plain = Tokenizer(models.BPE())
     with pytest.raises(TrainingError, match="lacks special tokens <｜begin▁of▁sentence｜>"):

@@ -1,7 +1,7 @@
 """`build_corpus`: sources -> licence-checked, deduplicated, language-tagged JSONL shards.
 
 Layout under `out`:
-    corpus/{train,val}/shard-00000.jsonl   one {text, path, repo, license, language, sha256}
+    corpus/{train,val}/shard-00000.jsonl.zst  one {text, path, repo, license, language, sha256}
                                            per line; `.minhash.npy` beside each (signatures)
     corpus/state.json                      committed shards, finished sources, counts
     manifest.json                          the counts when the build is complete

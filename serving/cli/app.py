@@ -1,8 +1,9 @@
 """The `opencomposer` command line.
 
 Every command here works; commands of capabilities not built yet are not registered.
-Configuration and engine errors end the program with a one-paragraph message and a
-distinct exit status (2: configuration, 1: engine or other failure), never a traceback.
+Configuration, training-input and engine errors end the program with a one-paragraph message
+and a distinct exit status (2: configuration or training input, 1: engine or other failure),
+never a traceback.
 """
 
 import sys
@@ -27,6 +28,7 @@ from opencomposer.serving.cli.tools_cmd import tool, tools
 from opencomposer.serving.cli.traces_cmd import traces_app
 from opencomposer.serving.cli.train_cmd import train_app
 from opencomposer.serving.engines.errors import EngineError
+from opencomposer.training.errors import TrainingError
 
 app = CommandApp(
     name="opencomposer",
@@ -75,6 +77,9 @@ def main() -> None:
     # Plain writes, not rich: these lines are grepped by scripts and must never be re-wrapped.
     except ConfigError as exc:
         sys.stderr.write(f"opencomposer: configuration error: {exc}\n")
+        sys.exit(2)
+    except TrainingError as exc:
+        sys.stderr.write(f"opencomposer: {exc}\n")
         sys.exit(2)
     except EngineError as exc:
         sys.stderr.write(f"opencomposer: engine error ({exc.kind}): {exc.message}\n")

@@ -5,9 +5,128 @@ data -> tokenizer -> pretrain -> mtp. Each stage's work lives in `opencomposer.t
 into calls, shows progress and turns training errors into one-line messages.
 """
 
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
 from opencomposer.serving.cli.help_style import CommandApp
+from opencomposer.serving.cli.output import err, out
+from opencomposer.training.errors import TrainingError
 
 train_app = CommandApp(
     help="Training: build a code corpus, train a tokenizer, pretrain tiny-moe, train MTP layers.",
     no_args_is_help=True,
 )
+
+
+# ------------------------------------------------------------------ data and tokenizer
+
+
+@train_app.command()
+def data(
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Folders or git repositories (anything `git clone` takes). Default: the Python "
+            "standard library and every distribution in this venv's site-packages."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Data folder (corpus/ and manifest.json go here).")
+    ] = Path("data"),
+    val_fraction: Annotated[
+        float, typer.Option(help="Share of repositories held out for validation.")
+    ] = 0.05,
+    max_files: Annotated[
+        int | None, typer.Option(help="Stop after keeping this many files.")
+    ] = None,
+    max_mb: Annotated[float, typer.Option(help="Stop after keeping this many MB of text.")] = 256,
+    max_repo_mb: Annotated[float, typer.Option(help="MB kept from one repository at most.")] = 4,
+    max_file_kb: Annotated[float, typer.Option(help="Skip files larger than this.")] = 256,
+) -> None:
+    """Build a licence-checked, deduplicated code corpus (resumable: rerun to finish).
+
+    With no sources and the default budget (the defaults of `training.corpus.Budget`): 39 s on
+    two cores, 37,517 files seen, 6,565 kept (89 MB of text, 97 repositories train, 8 val).
+    """
+    from opencomposer.training.corpus import Budget, build_corpus
+    from opencomposer.training.corpus_sources import default_sources, resolve_source
+
+    chosen = (
+        [resolve_source(spec, out_dir / "sources") for spec in sources]
+        if sources
+        else default_sources()
+    )
+    budget = Budget(
+        max_files=max_files,
+        max_bytes=int(max_mb * 2**20),
+        max_repo_bytes=int(max_repo_mb * 2**20),
+        max_file_bytes=int(max_file_kb * 2**10),
+    )
+    with _progress() as progress:
+        task = progress.add_task("corpus", total=None)
+
+        def advance(repo: str, seen: int) -> None:
+            progress.update(task, completed=seen, description=repo)
+
+        manifest = build_corpus(
+            chosen, out_dir, val_fraction=val_fraction, budget=budget, progress=advance
+        )
+    splits = manifest["splits"]
+    out.print(
+        f"kept {manifest['kept']} of {manifest['seen']} files "
+        f"({manifest['bytes']['kept'] / 2**20:.1f} MB): train {splits['train'].get('files', 0)}, "
+        f"val {splits['val'].get('files', 0)}; manifest in {out_dir / 'manifest.json'}",
+        markup=False,
+    )
+
+
+@train_app.command()
+def tokenizer(
+    data_dir: Annotated[
+        Path, typer.Option("--data", "-d", help="Data folder that `train data` wrote.")
+    ] = Path("data"),
+    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary size.")] = 4096,
+    fim_rate: Annotated[
+        float, typer.Option(help="Share of documents turned into fill-in-the-middle ones.")
+    ] = 0.5,
+    seed: Annotated[int, typer.Option(help="Seed of the FIM choices and split points.")] = 0,
+) -> None:
+    """Train the BPE tokenizer into DATA/tokenizer/ and tokenize the corpus into DATA/tokens/.
+
+    On the default corpus: 42 s to train, 76 s to tokenize (28.0 M train tokens, 0.63 M val).
+    """
+    from opencomposer.training.token_shards import tokenize_corpus
+    from opencomposer.training.tokenizer import train_code_tokenizer
+
+    if not (data_dir / "manifest.json").is_file():
+        raise TrainingError(f"no corpus in {data_dir}: run `opencomposer train data --out DIR`")
+    with _progress() as progress:
+        task = progress.add_task("training the tokenizer", total=None)
+        trained = train_code_tokenizer(data_dir, vocab_size=vocab_size)
+        progress.update(task, description="tokenizing")
+
+        def advance(split: str, documents: int) -> None:
+            progress.update(task, completed=documents, description=f"tokenizing {split}")
+
+        metas = tokenize_corpus(
+            data_dir, trained, data_dir / "tokens", fim_rate=fim_rate, seed=seed, progress=advance
+        )
+    sizes = (f"{s} {m['tokens']} tokens in {m['documents']} documents" for s, m in metas.items())
+    out.print(f"vocabulary {trained.get_vocab_size()}; " + ", ".join(sizes), markup=False)
+
+
+def _progress() -> Progress:
+    # Off when stderr is not a terminal: a transient bar still leaves a blank line in a log,
+    # and an error's one line must stay the only line.
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TextColumn("{task.completed} done"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )

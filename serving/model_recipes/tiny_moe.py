@@ -20,6 +20,7 @@ proportionate to the body.
 import hashlib
 import json
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -185,9 +186,10 @@ def _read(archive: tarfile.TarFile, member: tarfile.TarInfo) -> str:
     return stream.read().decode("utf-8", errors="replace")
 
 
-def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
-    """A byte-level BPE (GPT-2 splitting, digits one by one) with DeepSeek's chat markers
-    first (BOS is id 0, EOS id 1) and kept whole."""
+def train_tokenizer(texts: Iterable[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+    """A byte-level BPE (GPT-2 splitting, digits one by one) with DeepSeek's chat, tool and FIM
+    markers first (BOS is id 0, EOS id 1) and kept whole. `texts` may be a stream (training's
+    corpus is): the trainer counts words as they come."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -207,21 +209,9 @@ def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer
     return tokenizer
 
 
-def build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
-    """Write config.json, model.safetensors, tokenizer.json and tokenizer_config.json into the
-    existing folder `into`; returns what the manifest records about them."""
-    texts = corpus_texts()
-    tokenizer = train_tokenizer(texts)
-    bos, eos = tokenizer.token_to_id(DEEPSEEK_BOS), tokenizer.token_to_id(DEEPSEEK_EOS)
-    config = TINY_MOE_CONFIG | {
-        "vocab_size": tokenizer.get_vocab_size(),
-        "bos_token_id": bos,
-        "eos_token_id": eos,
-        "pad_token_id": eos,
-    }
-    weights = init_weights(config, seed)
-    save_file(weights, str(into / "model.safetensors"), metadata={"format": "pt"})
-    (into / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+def write_tokenizer(tokenizer: Tokenizer, into: Path) -> None:
+    """tokenizer.json and the tokenizer_config.json that names BOS and EOS (the engine reads
+    both): the same files for the seeded model and for one trained by `training/`."""
     tokenizer.save(str(into / "tokenizer.json"))
     (into / "tokenizer_config.json").write_text(
         json.dumps(
@@ -237,6 +227,24 @@ def build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
         )
         + "\n"
     )
+
+
+def build_tiny_moe(into: Path, seed: int) -> dict[str, Any]:
+    """Write config.json, model.safetensors, tokenizer.json and tokenizer_config.json into the
+    existing folder `into`; returns what the manifest records about them."""
+    texts = corpus_texts()
+    tokenizer = train_tokenizer(texts)
+    bos, eos = tokenizer.token_to_id(DEEPSEEK_BOS), tokenizer.token_to_id(DEEPSEEK_EOS)
+    config = TINY_MOE_CONFIG | {
+        "vocab_size": tokenizer.get_vocab_size(),
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+    }
+    weights = init_weights(config, seed)
+    save_file(weights, str(into / "model.safetensors"), metadata={"format": "pt"})
+    (into / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_tokenizer(tokenizer, into)
     return {
         "parameters": sum(t.numel() for t in weights.values()),
         "tokenizer_corpus": {

@@ -287,6 +287,8 @@ def pretrain(
     metrics into `out`; with `resume`, continue from `out`'s latest checkpoint. `stop_at`
     ends the run early after that global step (as if it were killed after a checkpoint)."""
     dp = dp or DataParallel()
+    if plan.batch_rows % dp.world_size:
+        raise TrainingError(f"--batch-rows {plan.batch_rows} is not a multiple of {dp.world_size}")
     trainer = _start(plan, init, out, resume, extra_loss, dp)
     last = min(plan.total_steps, stop_at if stop_at is not None else plan.total_steps)
     tokens = plan.tokens_before(trainer.step)

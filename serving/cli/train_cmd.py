@@ -12,6 +12,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from opencomposer.serving.cli.help_style import CommandApp
+from opencomposer.serving.cli.options import FLAG, ConfigOverrides, overrides_from, settings_for
 from opencomposer.serving.cli.output import err, out
 from opencomposer.training.errors import TrainingError
 
@@ -130,3 +131,94 @@ def _progress() -> Progress:
         transient=True,
         disable=not err.is_terminal,
     )
+# --- pretrain ------------------------------------------------------------------------------
+
+
+@train_app.command("pretrain")
+def pretrain(
+    data: Annotated[
+        Path,
+        typer.Option(help="Packed corpus folder (`opencomposer train data`).", file_okay=False),
+    ],
+    out: Annotated[Path, typer.Option(help="Checkpoints, metrics.jsonl and plots/ go here.")],
+    init: Annotated[
+        str, typer.Option(help="Model to start from: a model store name or a folder.")
+    ] = "tiny-moe",
+    steps: Annotated[int, typer.Option(min=1, help="Steps of the short stage.")] = 1500,
+    seq_len: Annotated[int, typer.Option(min=2, help="Tokens per row, short stage.")] = 256,
+    long_steps: Annotated[
+        int, typer.Option(min=0, help="Steps of the long (YaRN) stage; 0: none.")
+    ] = 150,
+    long_seq_len: Annotated[int, typer.Option(min=2, help="Tokens per row, long stage.")] = 1024,
+    batch_rows: Annotated[
+        int, typer.Option(min=1, help="Rows per step over all ranks (the global batch).")
+    ] = 8,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW).")] = 3e-3,
+    warmup: Annotated[int, typer.Option(min=0, help="Warmup steps.")] = 50,
+    no_balance: Annotated[
+        bool, typer.Option("--no-balance", help="No expert bias updates.", metavar=FLAG)
+    ] = False,
+    bf16: Annotated[
+        bool, typer.Option("--bf16", help="bf16 autocast (pays on GPUs).", metavar=FLAG)
+    ] = False,
+    val_every: Annotated[int, typer.Option(min=0, help="Held-out loss every N steps.")] = 100,
+    checkpoint_every: Annotated[
+        int, typer.Option(min=0, help="Checkpoint every N steps (and at each stage's end).")
+    ] = 500,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from OUT's latest checkpoint.", metavar=FLAG)
+    ] = False,
+    config: ConfigOverrides = None,
+) -> None:
+    """Continued pretraining of a deepseek_v3-family model: a short stage, then a long one
+    with YaRN rope scaling; aux-loss-free expert balancing; checkpoints the engine serves.
+
+    CPU (tiny-moe, 2 cores, well under an hour):
+      opencomposer train pretrain --data corpus/ --out runs/tiny-moe
+
+    One GPU (bf16 autocast, a bigger global batch):
+      torchrun --standalone --nproc_per_node 1 --no-python opencomposer train pretrain
+        --data corpus/ --out runs/tiny-moe --bf16 --batch-rows 64
+
+    Several GPUs on one node, or N nodes of 8 (run on every node; rank 0 writes):
+      torchrun --nnodes N --nproc_per_node 8 --rdzv-backend c10d
+        --rdzv-endpoint HOST0:29500 --rdzv-id cpt1 --no-python opencomposer train pretrain
+        --data corpus/ --out runs/cpt --bf16 --batch-rows 512
+
+    Gloo on CPU, NCCL on CUDA; --batch-rows must divide by the number of ranks. Resume with
+    the same flags plus --resume."""
+    from opencomposer.serving import model_store
+    from opencomposer.training.data_source import PackedData
+    from opencomposer.training.distributed import DataParallel
+    from opencomposer.training.errors import TrainingError
+    from opencomposer.training.pretrain import pretrain as run_pretrain
+    from opencomposer.training.pretrain import two_stage_plan
+
+    try:
+        folder = Path(init)
+        if init in model_store.MODELS:
+            models_dir = settings_for(None, overrides_from(config)).settings.models_dir
+            folder = model_store.model_dir(models_dir, init)
+            if not model_store.is_installed(models_dir, init):
+                raise TrainingError(f"{init} is not installed: `opencomposer models init {init}`")
+        dp = DataParallel.from_env()
+        plan = two_stage_plan(
+            seq_len,
+            steps,
+            long_seq_len,
+            long_steps,
+            batch_rows=batch_rows,
+            lr=lr,
+            warmup=warmup,
+            balance=not no_balance,
+            autocast=bf16,
+            val_every=val_every,
+            checkpoint_every=checkpoint_every,
+        )
+        run_pretrain(plan, folder, PackedData(data), out, resume=resume, dp=dp)
+    except TrainingError as exc:
+        err.print(f"opencomposer: pretrain: {exc}", markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if dp.is_main:
+        err.print(f"checkpoints, metrics.jsonl and plots/ in {out}")
+    dp.close()

@@ -1,8 +1,11 @@
-"""Real folders and git repositories of real code, for the data stages' tests."""
+"""Real folders and git repositories of real code for the data stages' tests, and one torch
+thread per test (the machine's cores are shared with the other test worker)."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from support.corpus_repos import MIT, git_repo
 
 from opencomposer.serving.model_recipes.tiny_moe import corpus_texts
@@ -24,3 +27,11 @@ def code_repos(tmp_path: Path, code_texts: list[str]) -> list[Path]:
         files |= {f"pkg/mod_{n}.py": text for n, text in enumerate(texts)}
         repos.append(git_repo(tmp_path / "src" / f"repo{index}", files))
     return repos
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

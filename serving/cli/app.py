@@ -24,8 +24,8 @@ from opencomposer.serving.cli.options import FLAG
 from opencomposer.serving.cli.protocol_cmd import protocol_app
 from opencomposer.serving.cli.serve_cmd import serve
 from opencomposer.serving.cli.tools_cmd import tool, tools
-from opencomposer.serving.cli.train_cmd import train_app
 from opencomposer.serving.cli.traces_cmd import traces_app
+from opencomposer.serving.cli.train_cmd import train_app
 from opencomposer.serving.engines.errors import EngineError
 
 app = CommandApp(

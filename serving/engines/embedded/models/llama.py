@@ -5,8 +5,17 @@ The module tree mirrors transformers' `LlamaForCausalLM` (`model.layers.N.self_a
 ...), so every parameter's name is its checkpoint name and `load_weights` is a lookup. Each
 attention layer keeps its cache as K and V tensors of [num_slots, kv_heads, head_dim], written
 at the context's slots and read back by `paged_attention`.
+
+With `num_nextn_predict_layers = 1` (SmolLM2 ships none; `opencomposer train mtp` trains one)
+the model also builds an MTP block in DeepSeek-V3's layout at `model.layers.{num_hidden_layers}`:
+`enorm` on the next token's embedding and `hnorm` on the main model's final normed hidden
+state, concatenated in that order and projected by `eh_proj` [hidden, 2 * hidden], one Llama
+decoder layer with its own cache at the main model's slots, and `shared_head.norm`. The
+embedding and LM head are the main model's, so checkpoint copies of them under the MTP layer
+are skipped, as are all MTP weights when the model is built without MTP.
 """
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +57,9 @@ class LlamaConfig:
     rope: dict[str, Any]
     """`layers.rope_parameters` of the config: rope_type, rope_theta and the scaling keys."""
 
+    num_nextn_predict_layers: int = 0
+    """MTP layers (at most one is built); absent from Llama configs, which then have none."""
+
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> "LlamaConfig":
         if config.get("hidden_act", "silu") != "silu" or config.get("mlp_bias", False):
@@ -66,6 +78,7 @@ class LlamaConfig:
             attention_bias=config.get("attention_bias", False),
             tie_word_embeddings=config.get("tie_word_embeddings", False),
             rope=rope_parameters(config),
+            num_nextn_predict_layers=config.get("num_nextn_predict_layers", 0),
         )
 
 
@@ -109,26 +122,59 @@ class LlamaDecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
+class SharedHead(nn.Module):
+    """The MTP layer's final norm; its `head` is the main LM head, not stored here."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class LlamaMTPLayer(LlamaDecoderLayer):
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__(config)
+        self.enorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.hnorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.eh_proj = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
+        self.shared_head = SharedHead(config)
+
+    def predict(
+        self, embeds: Tensor, hidden: Tensor, cos: Tensor, sin: Tensor, ctx: ForwardContext
+    ) -> Tensor:
+        x = self.eh_proj(torch.cat([self.enorm(embeds), self.hnorm(hidden)], dim=-1))
+        return self.shared_head.norm(self(x, cos, sin, ctx))
+
+
 class LlamaModel(nn.Module):
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
+        self.num_hidden_layers = config.num_hidden_layers
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(
-            LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)
-        )
+        layers = [LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)]
+        if config.num_nextn_predict_layers:
+            layers.append(LlamaMTPLayer(config))
+        self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(rope_inv_freq(config.head_dim, config.rope))
 
     def decoder_layers(self) -> list[LlamaDecoderLayer]:
-        """The layers as what they are: `nn.ModuleList` hands them out as plain modules."""
+        """The layers, the MTP layer's included, as what they are: `nn.ModuleList` hands them
+        out as plain modules."""
         return [layer for layer in self.layers if isinstance(layer, LlamaDecoderLayer)]
 
     def forward(self, input_ids: Tensor, ctx: ForwardContext) -> Tensor:
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary_emb(ctx.positions, x.dtype)
-        for layer in self.layers:
+        for layer in self.layers[: self.num_hidden_layers]:
             x = layer(x, cos, sin, ctx)
         return self.norm(x)
+
+    def mtp_forward(self, input_ids: Tensor, hidden: Tensor, ctx: ForwardContext) -> Tensor:
+        mtp = self.layers[self.num_hidden_layers]
+        assert isinstance(mtp, LlamaMTPLayer)  # the caller checked num_mtp_layers
+        embeds = self.embed_tokens(input_ids)
+        cos, sin = self.rotary_emb(ctx.positions, embeds.dtype)
+        return mtp.predict(embeds, hidden, cos, sin, ctx)
 
 
 class LlamaForCausalLM(CausalLM):
@@ -138,6 +184,7 @@ class LlamaForCausalLM(CausalLM):
         self.vocab_size = config.vocab_size
         self.hidden_size = config.hidden_size
         self.max_positions = config.max_position_embeddings
+        self.num_mtp_layers = min(config.num_nextn_predict_layers, 1)
         self.model = LlamaModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
@@ -148,10 +195,23 @@ class LlamaForCausalLM(CausalLM):
     def from_config(cls, config: dict[str, Any]) -> "LlamaForCausalLM":
         return cls(LlamaConfig.from_dict(config))
 
-    def checkpoint_targets(self, name: str, tensor: Tensor) -> list[tuple[Tensor, Tensor]]:
+    def _skipped(self, name: str) -> bool:
+        """Rotary caches, the tied head's copy, copies of the shared embedding and head under
+        the MTP layer, and MTP layers not built."""
         if name.endswith("rotary_emb.inv_freq") or (
             name == "lm_head.weight" and self.config.tie_word_embeddings
         ):
+            return True
+        match = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", name)
+        if match is None or int(match[1]) < self.config.num_hidden_layers:
+            return False
+        return int(match[1]) - self.config.num_hidden_layers >= self.num_mtp_layers or match[2] in (
+            "shared_head.head.weight",
+            "embed_tokens.weight",
+        )
+
+    def checkpoint_targets(self, name: str, tensor: Tensor) -> list[tuple[Tensor, Tensor]]:
+        if self._skipped(name):
             return []
         own = self.own_tensors()
         if name not in own:
@@ -160,13 +220,12 @@ class LlamaForCausalLM(CausalLM):
 
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
         """Checkpoint names are parameter names. Skipped: rotary `inv_freq` caches that old
-        checkpoints saved, and `lm_head.weight` when tied (some checkpoints store the copy)."""
+        checkpoints saved, `lm_head.weight` when tied (some checkpoints store the copy), and
+        what `_skipped` says of MTP weights."""
         params = dict(self.named_parameters())
         missing = set(params)
         for name, tensor in weights:
-            if name.endswith("rotary_emb.inv_freq") or (
-                name == "lm_head.weight" and self.config.tie_word_embeddings
-            ):
+            if self._skipped(name):
                 continue
             if name not in params:
                 raise ValueError(f"unknown weight {name!r} for {type(self).__name__}")
@@ -195,6 +254,11 @@ class LlamaForCausalLM(CausalLM):
         if isinstance(first, LlamaDecoderLayer) and first.self_attn.k_cache.numel() == 0:
             raise RuntimeError("allocate_kv_cache before the first forward")
         return self.model(input_ids, ctx)
+
+    def mtp_forward(self, input_ids: Tensor, hidden: Tensor, ctx: ForwardContext) -> Tensor:
+        if not self.num_mtp_layers:
+            return super().mtp_forward(input_ids, hidden, ctx)
+        return self.model.mtp_forward(input_ids, hidden, ctx)
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden).float()

@@ -15,11 +15,11 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Protocol
 
 from opencomposer.training.batch import PackedRow
 from opencomposer.training.errors import TrainingError
+from opencomposer.training.packing import count_rows, read_rows
 
 
 class RowSource(Protocol):
@@ -39,20 +39,12 @@ class PackedData:
     def rows(
         self, split: str, seq_len: int, *, start: int, rank: int, world_size: int
     ) -> Iterator[PackedRow]:
-        rows: Iterator[PackedRow] = _packing().read_rows(
+        return read_rows(
             self.data_dir, split, seq_len, start=start, rank=rank, world_size=world_size
         )
-        return rows
 
     def count(self, split: str, seq_len: int) -> int:
-        return int(_packing().count_rows(self.data_dir, split, seq_len))
-
-
-def _packing() -> ModuleType:
-    """The packer's module, imported when a real corpus is read (it is the data stage's)."""
-    import opencomposer.training.packing as packing  # type: ignore[import-not-found]
-
-    return packing
+        return count_rows(self.data_dir, split, seq_len)
 
 
 def train_batches(

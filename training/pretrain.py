@@ -215,6 +215,9 @@ class Trainer:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        # The scratch caches were written inside the graph; dropping them frees the step's
+        # activations now instead of when the next step allocates its own.
+        model.allocate_kv_cache(0)
         balance = balance_step(
             model,
             ctx.routed_experts,

@@ -132,6 +132,8 @@ def _progress() -> Progress:
         transient=True,
         disable=not err.is_terminal,
     )
+
+
 # --- pretrain ------------------------------------------------------------------------------
 
 

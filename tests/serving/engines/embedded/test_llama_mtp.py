@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from support.llama_mtp import LLAMA_TINY, llama_mtp_shapes, write_llama_checkpoint
 
 from opencomposer.serving.engines.embedded.attention import ForwardContext
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
-from tests.support.llama_mtp import LLAMA_TINY, llama_mtp_shapes, write_llama_checkpoint
 
 transformers = pytest.importorskip("transformers")
 hf_llama = pytest.importorskip("transformers.models.llama.modeling_llama")

@@ -69,7 +69,7 @@ def save_checkpoint(
     step: int,
     model: DeepseekV3ForCausalLM,
     config: dict[str, Any],
-    tokenizer_from: Path,
+    tokenizer_from: tuple[Path, ...],
     trainer_state: dict[str, Any],
 ) -> Path:
     """Write `out/checkpoint-{step}` whole, then point `out/latest` at it; returns the folder."""
@@ -79,10 +79,11 @@ def save_checkpoint(
     try:
         save_file(hf_weights(model), str(scratch / "model.safetensors"), metadata={"format": "pt"})
         (scratch / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        for pattern in TOKENIZER_FILES:
-            for file in sorted(tokenizer_from.glob(pattern)):
-                if file.is_file():
-                    shutil.copyfile(file, scratch / file.name)
+        for source in tokenizer_from:  # later folders overwrite earlier ones' files
+            for pattern in TOKENIZER_FILES:
+                for file in sorted(source.glob(pattern)):
+                    if file.is_file():
+                        shutil.copyfile(file, scratch / file.name)
         torch.save(trainer_state, scratch / TRAINER_STATE)
         files = {f.name: _sha256(f) for f in sorted(scratch.iterdir())}
         (scratch / MANIFEST).write_text(json.dumps({"step": step, "files": files}, indent=2))

@@ -36,6 +36,12 @@ class PackedData:
 
     data_dir: Path
 
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        """The tokenizer `opencomposer train tokenizer` encoded the rows with, if it did."""
+        folder = self.data_dir / "tokenizer"
+        return folder if (folder / "tokenizer.json").is_file() else None
+
     def rows(
         self, split: str, seq_len: int, *, start: int, rank: int, world_size: int
     ) -> Iterator[PackedRow]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer
 from torch import Tensor
 
 from opencomposer.serving.engines.embedded.loader import build_model
@@ -150,8 +151,9 @@ class Trainer:
     model: DeepseekV3ForCausalLM
     config: dict[str, Any]
     dp: DataParallel
-    files_from: Path
-    """The folder the model came from, whose tokenizer files every checkpoint copies."""
+    files_from: tuple[Path, ...]
+    """The folders whose tokenizer files every checkpoint copies, later ones winning: the
+    starting model's, then the tokenizer the data was encoded with."""
     step: int = 0
     extra_loss: ExtraLoss | None = None
     schedule: Schedule = field(init=False)
@@ -285,14 +287,17 @@ def pretrain(
     extra_loss: ExtraLoss | None = None,
     dp: DataParallel | None = None,
     stop_at: int | None = None,
+    tokenizer: Path | None = None,
 ) -> Trainer:
     """Train `init` (a model folder) on `data` following `plan`, writing checkpoints and
     metrics into `out`; with `resume`, continue from `out`'s latest checkpoint. `stop_at`
-    ends the run early after that global step (as if it were killed after a checkpoint)."""
+    ends the run early after that global step (as if it were killed after a checkpoint).
+    `tokenizer` is the folder of the tokenizer `data` was encoded with, when it is not the
+    starting model's: the checkpoints carry it, so the engine decodes what was trained."""
     dp = dp or DataParallel()
     if plan.batch_rows % dp.world_size:
         raise TrainingError(f"--batch-rows {plan.batch_rows} is not a multiple of {dp.world_size}")
-    trainer = _start(plan, init, out, resume, extra_loss, dp)
+    trainer = _start(plan, init, out, resume, extra_loss, dp, tokenizer)
     last = min(plan.total_steps, stop_at if stop_at is not None else plan.total_steps)
     tokens = plan.tokens_before(trainer.step)
     with TrainLog(out if dp.is_main else None, plan.total_steps, first_step=trainer.step) as log:
@@ -360,6 +365,7 @@ def _start(
     resume: bool,
     extra_loss: ExtraLoss | None,
     dp: DataParallel,
+    tokenizer: Path | None,
 ) -> Trainer:
     folder = latest_checkpoint(out) if resume else None
     if resume and folder is None:
@@ -369,11 +375,34 @@ def _start(
             raise TrainingError(f"{init}: no config.json (not a model folder)")
         model = load_trainable(init, dp.device)
         config = json.loads((init / "config.json").read_text())
-        return Trainer(plan, model, config, dp, init, extra_loss=extra_loss)
+        files_from: tuple[Path, ...] = (init,)
+        if tokenizer is not None:
+            _check_vocabulary(tokenizer, config)
+            files_from = (init, tokenizer)
+        return Trainer(plan, model, config, dp, files_from, extra_loss=extra_loss)
     model, config, state = load_checkpoint(folder, dp.device)
-    trainer = Trainer(plan, model, config, dp, folder, extra_loss=extra_loss)
+    trainer = Trainer(plan, model, config, dp, (folder,), extra_loss=extra_loss)
     trainer.restore(state)
     return trainer
+
+
+def has_mtp_layers(folder: Path) -> bool:
+    """Whether the model in `folder` (a starting folder or a checkpoint) has MTP layers."""
+    file = folder / "config.json"
+    return file.is_file() and bool(json.loads(file.read_text()).get("num_nextn_predict_layers"))
+
+
+def _check_vocabulary(tokenizer_dir: Path, config: dict[str, Any]) -> None:
+    """A tokenizer larger than the model's embedding would index past it mid-run."""
+    file = tokenizer_dir / "tokenizer.json"
+    if not file.is_file():
+        raise TrainingError(f"{tokenizer_dir}: no tokenizer.json")
+    size = Tokenizer.from_file(str(file)).get_vocab_size(with_added_tokens=True)
+    if size > config["vocab_size"]:
+        raise TrainingError(
+            f"the tokenizer in {tokenizer_dir} has {size} tokens, the model's vocabulary "
+            f"{config['vocab_size']}: train the tokenizer with --vocab-size {config['vocab_size']}"
+        )
 
 
 def _literal_tuple(text: str) -> tuple[Any, ...]:

@@ -27,6 +27,7 @@ from opencomposer.serving.cli.options import (
     Workspace,
     approval_overrides,
     engine_overrides,
+    given,
     overrides_from,
     settings_for,
 )
@@ -51,7 +52,7 @@ def chat(
     """Run one agent turn in a workspace, streamed, with approvals at the terminal."""
     overrides = overrides_from(
         config,
-        **{**engine_overrides(engine), "engine.model": model, **approval_overrides(approval)},
+        **engine_overrides(engine) | given({"engine.model": model}) | approval_overrides(approval),
     )
     root = workspace or Path.cwd()
     settings = settings_for(root, overrides).settings

@@ -26,6 +26,7 @@ from opencomposer.serving.cli.options import (
     Json,
     Workspace,
     engine_overrides,
+    given,
     overrides_from,
     settings_for,
 )
@@ -102,7 +103,9 @@ def generate(
         raise typer.BadParameter("use mtp, none or auto", param_hint="--spec")
     flags = engine_overrides(engine if base_url is None else f"openai:{base_url}")
     flags.update(
-        {"engine.model": model, "engine.speculative": spec, "engine.draft_tokens": draft_tokens}
+        given(
+            {"engine.model": model, "engine.speculative": spec, "engine.draft_tokens": draft_tokens}
+        )
     )
     loaded = settings_for(workspace, overrides_from(config, **flags))
     messages = [ChatMessage(role="system", content=system)] if system else []

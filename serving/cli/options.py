@@ -97,6 +97,12 @@ def engine_overrides(spec: str | None) -> dict[str, Any]:
     )
 
 
+def given(flags: dict[str, Any]) -> dict[str, Any]:
+    """The flags the user set (None: not given), so that an unset flag merged after another
+    (`--model` after `--engine embedded:DIR`) never hides the value that one set."""
+    return {key: value for key, value in flags.items() if value is not None}
+
+
 def overrides_from(assignments: list[str] | None, **flags: Any) -> dict[str, Any]:
     """`-c` assignments plus dedicated flags (which win); flags left unset are ignored."""
     overrides = dict(parse_override(a) for a in assignments or [])

@@ -82,6 +82,7 @@ def data(
         f"({manifest['bytes']['kept'] / 2**20:.1f} MB): train {splits['train'].get('files', 0)}, "
         f"val {splits['val'].get('files', 0)}; manifest in {out_dir / 'manifest.json'}",
         markup=False,
+        soft_wrap=True,
     )
 
 
@@ -117,7 +118,8 @@ def tokenizer(
             data_dir, trained, data_dir / "tokens", fim_rate=fim_rate, seed=seed, progress=advance
         )
     sizes = (f"{s} {m['tokens']} tokens in {m['documents']} documents" for s, m in metas.items())
-    out.print(f"vocabulary {trained.get_vocab_size()}; " + ", ".join(sizes), markup=False)
+    summary = f"vocabulary {trained.get_vocab_size()}; " + ", ".join(sizes)
+    out.print(summary, markup=False, soft_wrap=True)
 
 
 def _progress() -> Progress:
@@ -164,6 +166,14 @@ def pretrain(
     bf16: Annotated[
         bool, typer.Option("--bf16", help="bf16 autocast (pays on GPUs).", metavar=FLAG)
     ] = False,
+    mtp_weight: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Weight of the MTP self-distillation loss, trained jointly when the model "
+            "has MTP layers; 0: the MTP layers are left as they are.",
+        ),
+    ] = 0.3,
     val_every: Annotated[int, typer.Option(min=0, help="Held-out loss every N steps.")] = 100,
     checkpoint_every: Annotated[
         int, typer.Option(min=0, help="Checkpoint every N steps (and at each stage's end).")
@@ -174,7 +184,9 @@ def pretrain(
     config: ConfigOverrides = None,
 ) -> None:
     """Continued pretraining of a deepseek_v3-family model: a short stage, then a long one
-    with YaRN rope scaling; aux-loss-free expert balancing; checkpoints the engine serves.
+    with YaRN rope scaling; aux-loss-free expert balancing; its MTP layers trained jointly
+    by self-distillation (KL to the model's own next-token distribution); checkpoints the
+    engine serves, carrying the tokenizer the data was encoded with.
 
     CPU (tiny-moe, 2 cores, well under an hour):
       opencomposer train pretrain --data corpus/ --out runs/tiny-moe
@@ -194,8 +206,9 @@ def pretrain(
     from opencomposer.training.data_source import PackedData
     from opencomposer.training.distributed import DataParallel
     from opencomposer.training.errors import TrainingError
+    from opencomposer.training.mtp_distill import mtp_distillation_loss
+    from opencomposer.training.pretrain import has_mtp_layers, two_stage_plan
     from opencomposer.training.pretrain import pretrain as run_pretrain
-    from opencomposer.training.pretrain import two_stage_plan
 
     try:
         folder = Path(init)
@@ -213,17 +226,28 @@ def pretrain(
             batch_rows=batch_rows,
             lr=lr,
             warmup=warmup,
+            extra_weight=mtp_weight,
             balance=not no_balance,
             autocast=bf16,
             val_every=val_every,
             checkpoint_every=checkpoint_every,
         )
-        run_pretrain(plan, folder, PackedData(data), out, resume=resume, dp=dp)
+        packed = PackedData(data)
+        run_pretrain(
+            plan,
+            folder,
+            packed,
+            out,
+            resume=resume,
+            dp=dp,
+            extra_loss=mtp_distillation_loss if mtp_weight and has_mtp_layers(folder) else None,
+            tokenizer=packed.tokenizer_dir,
+        )
     except TrainingError as exc:
         err.print(f"opencomposer: pretrain: {exc}", markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if dp.is_main:
-        err.print(f"checkpoints, metrics.jsonl and plots/ in {out}")
+        err.print(f"checkpoints, metrics.jsonl and plots/ in {out}", markup=False, soft_wrap=True)
     dp.close()
 
 
@@ -284,7 +308,8 @@ def mtp(
         rows, evaluation = (text_rows(f, tokenizer, seq_len) for f in (train_files, held_out))
         err.print(
             f"{len(train_files)} files, {len(rows)} rows of {seq_len} tokens to train on; "
-            f"{len(held_out)} files held out ({len(evaluation)} rows)"
+            f"{len(held_out)} files held out ({len(evaluation)} rows)",
+            soft_wrap=True,
         )
         config = MTPTrainConfig(
             steps=steps,
@@ -323,13 +348,16 @@ def mtp(
         _fail(str(exc))
     for label, stats in (("before", result.before), ("after", result.after)):
         lengths = ", ".join(f"k={k} {s.accept_length:.3f}" for k, s in stats.items())
-        console.print(f"held-out acceptance length {label}: {lengths or 'not measured'}")
+        console.print(
+            f"held-out acceptance length {label}: {lengths or 'not measured'}", soft_wrap=True
+        )
     if result.eval_loss_before is not None:
         console.print(
             f"held-out distillation loss {result.eval_loss_before:.4f} -> "
             f"{result.eval_loss_after:.4f}"
         )
-    console.print(f"wrote {result.head} ({result.head.stat().st_size / 2**20:.1f} MB) in {out}")
+    size = result.head.stat().st_size / 2**20
+    console.print(f"wrote {result.head} ({size:.1f} MB) in {out}", markup=False, soft_wrap=True)
 
 
 def _fail(message: str) -> NoReturn:

@@ -14,6 +14,7 @@ from opencomposer.serving.engines.embedded.models.mla import rope_setup
 from opencomposer.serving.model_recipes.tiny_moe import deepseek_v3_weight_shapes
 from opencomposer.training.batch import Batch, forward_hidden
 from opencomposer.training.expert_balance import routers
+from opencomposer.training.mtp_distill import mtp_distillation_loss
 from opencomposer.training.pretrain import PretrainPlan, Stage, pretrain, two_stage_plan
 from opencomposer.training.train_log import read_metrics
 
@@ -136,6 +137,66 @@ def test_extra_loss_is_trained(tmp_path: Path) -> None:
     pretrain(plan, init, SyntheticRows(), tmp_path / "out", extra_loss=hidden_scale)
     extra = losses(tmp_path / "out", "extra_loss")
     assert len(extra) == 12 and extra[-1] < extra[0] - 0.01
+
+
+def test_mtp_layer_trains_jointly_by_self_distillation(tmp_path: Path) -> None:
+    init = write_model(tmp_path / "init")
+    plan = PretrainPlan(stages=(Stage("short", 32, 16),), batch_rows=4, val_every=0, warmup=2)
+    trainer = pretrain(
+        plan, init, SyntheticRows(), tmp_path / "out", extra_loss=mtp_distillation_loss
+    )
+    assert len(losses(tmp_path / "out", "extra_loss")) == 16
+    # The trained MTP layer drafts the trained trunk better than the layer it started from.
+    model = load_model(tmp_path / "out" / "checkpoint-16")
+    batch = Batch.from_rows([SyntheticRows().row("val", 32, i) for i in range(4)])
+    with torch.no_grad():
+        trained = mtp_distillation_loss(model, batch, forward_hidden(model, batch, batch.context()))
+        start = load_file(init / "model.safetensors")
+        for name, param in model.named_parameters():
+            if name.startswith("model.layers.3.") and name in start:
+                param.copy_(start[name])
+        untrained = mtp_distillation_loss(
+            model, batch, forward_hidden(model, batch, batch.context())
+        )
+    assert trained < untrained * 0.7
+    assert trainer.step == 16
+
+
+def _tokenizer_folder(folder: Path, vocab: int) -> Path:
+    from tokenizers import Tokenizer, models
+
+    folder.mkdir(parents=True)
+    words = {f"w{i}": i for i in range(vocab - 1)} | {"[UNK]": vocab - 1}
+    Tokenizer(models.WordLevel(words, unk_token="[UNK]")).save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text('{"bos_token": "w0"}')
+    return folder
+
+
+def test_checkpoints_carry_the_tokenizer_the_data_was_encoded_with(tmp_path: Path) -> None:
+    init = write_model(tmp_path / "init")
+    data_tokenizer = _tokenizer_folder(tmp_path / "data-tokenizer", 60)
+    plan = PretrainPlan(stages=(Stage("short", 32, 1),), batch_rows=2, val_every=0)
+    pretrain(plan, init, SyntheticRows(), tmp_path / "out", tokenizer=data_tokenizer)
+    folder = tmp_path / "out" / "checkpoint-1"
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (folder / name).read_bytes() == (data_tokenizer / name).read_bytes()
+    # a resumed run carries it on from the checkpoint
+    longer = PretrainPlan(stages=(Stage("short", 32, 1), Stage("more", 32, 1)), batch_rows=2)
+    pretrain(longer, init, SyntheticRows(), tmp_path / "out2", tokenizer=data_tokenizer, stop_at=1)
+    pretrain(longer, init, SyntheticRows(), tmp_path / "out2", resume=True)
+    resumed = tmp_path / "out2" / "checkpoint-2" / "tokenizer.json"
+    assert resumed.read_bytes() == (data_tokenizer / "tokenizer.json").read_bytes()
+
+
+def test_a_tokenizer_larger_than_the_model_vocabulary_is_refused(tmp_path: Path) -> None:
+    from opencomposer.training.errors import TrainingError
+
+    init = write_model(tmp_path / "init")
+    too_big = _tokenizer_folder(tmp_path / "big", SMALL_CONFIG["vocab_size"] + 1)
+    plan = PretrainPlan(stages=(Stage("short", 32, 1),), batch_rows=2, val_every=0)
+    with pytest.raises(TrainingError, match="--vocab-size"):
+        pretrain(plan, init, SyntheticRows(), tmp_path / "out", tokenizer=too_big)
+    assert not (tmp_path / "out" / "latest").exists()
 
 
 def test_balancing_moves_biases_against_load_and_can_be_switched_off(tmp_path: Path) -> None:

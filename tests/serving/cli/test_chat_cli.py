@@ -167,3 +167,11 @@ def test_bad_engine_spec_is_a_clear_error(tmp_path: Path) -> None:
     proc = chat("-w", str(tmp_path), "--engine", "carrier-pigeon:x", "hi")
     assert proc.returncode == 2
     assert "unknown engine 'carrier-pigeon:x'" in proc.stderr
+
+
+def test_engine_embedded_folder_is_the_model_used(tmp_path: Path) -> None:
+    """`--engine embedded:DIR` without `--model`: DIR, not the configured default."""
+    missing = tmp_path / "no-such-model"
+    proc = chat("-w", str(tmp_path), "--engine", f"embedded:{missing}", "hi")
+    assert proc.returncode == 1
+    assert f"model '{missing}' is not available here" in proc.stdout + proc.stderr

@@ -221,3 +221,14 @@ def test_bench_reports_every_figure(models_dir: Path):
         assert rows[name]["ours"] > 0, name
     assert 1.0 <= rows["MTP k=1: acceptance length"]["ours"] <= 2.0
     assert 1.0 <= rows["MTP k=2: acceptance length"]["ours"] <= 3.0
+
+
+@pytest.mark.parametrize("flags", [["--spec", "none"], ["--draft-tokens", "2"], []])
+def test_generate_serves_the_engine_flag_folder(models_dir: Path, flags: list[str]):
+    """`--engine embedded:DIR` is the model, whatever other engine flags are left unset (the
+    default model is not in this models_dir, so a run that fell back to it would fail)."""
+    folder = models_dir / "tiny-moe"
+    args = ["--max-tokens", "4", "--temperature", "0", "-c", f"models_dir={models_dir}", *flags]
+    by_engine = run("engine", "generate", "hi", "--engine", f"embedded:{folder}", *args)
+    by_model = run("engine", "generate", "hi", "--model", str(folder), *args)
+    assert by_engine.stdout == by_model.stdout

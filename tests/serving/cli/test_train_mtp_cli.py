@@ -2,6 +2,7 @@
 folder of Python files, a few steps; the folder it writes serves with MTP on."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,11 @@ SOURCES = Path(__file__).parents[3] / "serving" / "engines" / "embedded"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, "train", "mtp", *args], capture_output=True, text=True, timeout=300)
+    # A narrow terminal: paths are printed whole, never broken across lines.
+    env = {**os.environ, "COLUMNS": "40"}
+    return subprocess.run(
+        [CLI, "train", "mtp", *args], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 @pytest.fixture
@@ -46,7 +51,7 @@ def test_trains_and_writes_a_servable_folder(model: Path, tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert "held-out acceptance length before: k=1 " in proc.stdout
     assert "held-out acceptance length after: k=1 " in proc.stdout
-    assert "mtp.safetensors" in proc.stdout
+    assert f"wrote {out / 'mtp.safetensors'} (" in proc.stdout
     assert (out / "tokenizer.json").is_file()
     summary = json.loads((out / "mtp-training.json").read_text())
     assert summary["steps_run"] == 3

@@ -1,0 +1,51 @@
+"""The whole first phase as a user runs it, in real processes: `train data`, `train
+tokenizer`, `train pretrain` (a short stage, a YaRN stage, the MTP layer trained jointly),
+then the engine serving the checkpoint, with MTP drafts and without, token for token."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.pretrain_fixtures import write_model
+
+CLI = str(Path(sys.executable).parent / "opencomposer")
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def test_data_to_tokenizer_to_pretraining_to_the_engine(tmp_path: Path, code_repos: list[Path]):
+    data, out = tmp_path / "data", tmp_path / "run"
+    run("train", "data", *map(str, code_repos), "--out", str(data), "--val-fraction", "0.3")
+    run("train", "tokenizer", "--data", str(data), "--vocab-size", "1024")
+    init = write_model(tmp_path / "init", vocab_size=1024)
+    run(
+        "train", "pretrain", "--data", str(data), "--out", str(out), "--init", str(init),
+        "--steps", "3", "--seq-len", "32", "--long-steps", "1", "--long-seq-len", "64",
+        "--batch-rows", "2", "--warmup", "1", "--val-every", "2",
+    )  # fmt: skip
+    checkpoint = out / "checkpoint-4"
+    assert (out / "latest").read_text() == "checkpoint-4\n"
+    assert (checkpoint / "tokenizer.json").read_bytes() == (
+        data / "tokenizer" / "tokenizer.json"
+    ).read_bytes()
+    entries = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [e for e in entries if "loss" in e]
+    assert [e["stage"] for e in steps] == ["short"] * 3 + ["long"]
+    assert all(e["extra_loss"] > 0 for e in steps)  # the MTP layer's KL, trained jointly
+    assert any("val_loss" in e for e in entries)
+    assert json.loads((checkpoint / "config.json").read_text())["rope_scaling"]["type"] == "yarn"
+
+    def generate(spec: str) -> str:
+        return run(
+            "engine", "generate", "def parse(", "--engine", f"embedded:{checkpoint}",
+            "--spec", spec, "--draft-tokens", "2", "--max-tokens", "12", "--temperature", "0",
+        ).stdout  # fmt: skip
+
+    text = generate("none")
+    assert text and generate("mtp") == text

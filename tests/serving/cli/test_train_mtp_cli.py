@@ -46,7 +46,7 @@ def test_trains_and_writes_a_servable_folder(model: Path, tmp_path: Path) -> Non
     proc = run(
         *("--model", str(model), "--data", str(tmp_path / "data"), "--out", str(out)),
         *("--steps", "3", "--seq-len", "64", "--batch-rows", "2", "--eval-percent", "40"),
-        *("--eval-rows", "2", "--eval-tokens", "8"),
+        *("--eval-rows", "2", "--eval-tokens", "8", "--threads", "1"),
     )
     assert proc.returncode == 0, proc.stderr
     assert "held-out acceptance length before: k=1 " in proc.stdout

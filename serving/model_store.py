@@ -194,15 +194,12 @@ vocabulary included), the config and the tokenizer; trainer state and run logs s
 
 
 def install_trained(name: str, models_dir: Path, trained: Path) -> Path:
-    """Put a trained model folder (a `train pretrain` checkpoint or run folder, whose `latest`
-    names its newest checkpoint, or a `train mtp` folder) into the store as `name`, replacing
-    what is there, so the engine serves it by name. Symbolic links to a trunk's shards are
-    copied as files: the store does not depend on the run folder staying."""
+    """Put a trained model folder (a `train pretrain` checkpoint or a `train mtp` folder) into
+    the store as `name`, replacing what is there, so the engine serves it by name. Symbolic
+    links to a trunk's shards are copied as files: the store does not depend on the run."""
     model = MODELS.get(name)
     if model is None:
         raise ModelPullError(f"unknown model {name!r}; available: {', '.join(MODELS)}")
-    if (trained / "latest").is_file():
-        trained = trained / (trained / "latest").read_text().strip()
     if not (trained / "config.json").is_file() or not any(trained.glob("*.safetensors")):
         raise ModelPullError(f"{trained}: not a model folder (no config.json and weights)")
     source = trained.resolve()

@@ -78,10 +78,3 @@ class DataParallel:
     def close(self) -> None:
         if self.world_size > 1 and dist.is_initialized():
             dist.destroy_process_group()
-
-
-def set_threads(threads: int | None) -> None:
-    """torch's intra-op threads, when given. Measured on two shared cores: tiny-moe trained at
-    51 tokens/s with torch's two threads while another job held a core, at 1,193 with one."""
-    if threads is not None:
-        torch.set_num_threads(threads)

@@ -140,11 +140,14 @@ def install(
 ) -> None:
     """Install trained weights under a model's name (replacing what is there), so the engine
     serves them wherever that name is used."""
+    from opencomposer.training.checkpoint import latest_checkpoint
+    from opencomposer.training.errors import TrainingError
+
     folder = settings_for(workspace, overrides_from(config)).settings.models_dir
     with err.status(f"installing {name}"):
         try:
-            path = store.install_trained(name, folder, trained)
-        except store.ModelPullError as exc:
+            path = store.install_trained(name, folder, latest_checkpoint(trained) or trained)
+        except (store.ModelPullError, TrainingError) as exc:
             err.print(f"cannot install {name}: {exc}", markup=False, soft_wrap=True)
             raise typer.Exit(1) from None
     out.print(f"{name} installed in {path} from {trained}", markup=False, soft_wrap=True)

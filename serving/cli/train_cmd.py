@@ -136,6 +136,24 @@ def _progress() -> Progress:
     )
 
 
+Threads = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="torch threads (default: torch's, one per core; torchrun gives each rank one). "
+        "On a machine other work is using, fewer than its cores: threads waiting for a busy "
+        "core stall the whole step (two threads with one core busy ran tiny-moe 23x slower).",
+    ),
+]
+
+
+def _use_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 # --- pretrain ------------------------------------------------------------------------------
 
 
@@ -181,15 +199,7 @@ def pretrain(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from OUT's latest checkpoint.", metavar=FLAG)
     ] = False,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="torch threads (default: torch's, one per core; torchrun gives each rank "
-            "one). On a machine other work is using, fewer than its cores: threads that "
-            "wait for a busy core stall the whole step.",
-        ),
-    ] = None,
+    threads: Threads = None,
     config: ConfigOverrides = None,
 ) -> None:
     """Continued pretraining of a deepseek_v3-family model: a short stage, then a long one
@@ -214,7 +224,7 @@ def pretrain(
     the same flags plus --resume."""
     from opencomposer.serving import model_store
     from opencomposer.training.data_source import PackedData
-    from opencomposer.training.distributed import DataParallel, set_threads
+    from opencomposer.training.distributed import DataParallel
     from opencomposer.training.errors import TrainingError
     from opencomposer.training.mtp_distill import mtp_distillation_loss
     from opencomposer.training.pretrain import has_mtp_layers, two_stage_plan
@@ -228,7 +238,7 @@ def pretrain(
             if not model_store.is_installed(models_dir, init):
                 raise TrainingError(f"{init} is not installed: `opencomposer models init {init}`")
         dp = DataParallel.from_env()
-        set_threads(threads)
+        _use_threads(threads)
         plan = two_stage_plan(
             seq_len,
             steps,
@@ -293,15 +303,7 @@ def mtp(
             "data's most frequent); 0: drafts score the whole vocabulary.",
         ),
     ] = 8192,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="torch threads (default: torch's, one per core; torchrun gives each rank "
-            "one). On a machine other work is using, fewer than its cores: threads that "
-            "wait for a busy core stall the whole step.",
-        ),
-    ] = None,
+    threads: Threads = None,
     copy_trunk: Annotated[
         bool, typer.Option(help="Copy the trunk's shards instead of linking them.", metavar=FLAG)
     ] = False,
@@ -321,12 +323,11 @@ def mtp(
     from opencomposer.serving.cli.output import out as console
     from opencomposer.serving.engines.embedded.service import resolve_model
     from opencomposer.serving.engines.errors import EngineUnavailable
-    from opencomposer.training.distributed import set_threads
     from opencomposer.training.errors import TrainingError
     from opencomposer.training.mtp_train import MTPTrainConfig, StepLog, train_mtp
     from opencomposer.training.text_rows import split_files, text_rows
 
-    set_threads(threads)
+    _use_threads(threads)
     try:
         models_dir = settings_for(None, {}).settings.models_dir
         _, folder = resolve_model(EngineSettings(model=model), models_dir)

@@ -18,7 +18,7 @@ CODE_SERVER := build/code-server
 NPM := npm --prefix $(VSCODE) --no-audit --no-fund
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: serve test lint system-packages test-system-packages schema bench clean vscode vscode-test \
+.PHONY: serve test lint system-packages test-system-packages schema bench bench-oracle clean vscode vscode-test \
   code-server test-upstreams tiny-moe
 
 # The default chat model (SmolLM2-135M-Instruct, from a PyPI wheel) and the code-search
@@ -92,7 +92,7 @@ $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
-	$(PIP) -e '.[test,kernels]'
+	$(PIP) -e '.[test,kernels,bench]'
 	@touch $@ $(VENV)/.installed
 
 # The agent against real OpenAI-compatible servers, not part of `make test`: llama-cpp-python's
@@ -119,6 +119,11 @@ bench: $(VENV)/.installed-test
 	$(BIN)/opencomposer bench agent
 	$(BIN)/opencomposer bench security
 	$(BIN)/opencomposer engine bench
+
+# Every bench task's oracle check: the built-in suite (also in `make test`), then tasks generated
+# from PyPI sdists (needs PyPI; minutes). Exits nonzero when any task is invalid.
+bench-oracle: system-packages $(VENV)/.installed-test
+	$(BIN)/opencomposer bench run --oracle --restart --out build/bench-oracle/builtin
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache $(VSCODE)/node_modules $(VSCODE)/out \

@@ -181,6 +181,11 @@ class SandboxSettings(Section):
     """Host folders or files shown read-only to commands although they lie in a hidden place
     (the home folders are hidden except the toolchains on PATH and the Python in use)."""
 
+    hide: list[Path] = Field(default_factory=list)
+    """Host folders or files commands never see, wherever they are (masked like the
+    credential stores): a benchmark's tasks, with their tests and solutions, while an agent
+    works on one of them."""
+
     max_processes: int = Field(default=1024, ge=16)
     """Processes and threads one command may have at once; reaching it kills the command (a
     fork bomb is stopped within a fraction of a second)."""

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -44,10 +45,37 @@ HOME_CREDENTIALS = (
 DOCKER_SOCKETS = (Path("/run/docker.sock"), Path("/var/run/docker.sock"))
 
 # Read-only root, minimal /dev, the sandbox's own /proc, an empty private /tmp.
-_FILESYSTEM = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+_SYSTEM = ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+_FILESYSTEM = ["--ro-bind", "/", "/", *_SYSTEM]
 # --new-session: no controlling terminal to inject keystrokes into (TIOCSTI).
 # --cap-drop ALL: root inside the sandbox gets no more power than an unprivileged user.
 _PROCESS = ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder shown at a path of its own inside the sandbox (a benchmark's verifier
+    sees its tests at /tests and writes its reward under /logs/verifier, as in Harbor)."""
+
+    source: Path
+    target: Path
+    writable: bool = False
+
+
+def _root_by_entry() -> list[str]:
+    """The host's root shown read-only entry by entry over the sandbox's own root, instead
+    of bound whole: mount points for `Mount`s can then be made at any top-level path, and
+    the root itself is made read-only once they are (`--remount-ro /` after them)."""
+    args: list[str] = []
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        path = f"/{entry.name}"
+        if path in ("/dev", "/proc", "/tmp"):
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(path), path]
+        else:
+            args += ["--ro-bind-try", path, path]
+    return [*args, *_SYSTEM]
 
 
 class Sandbox(Protocol):
@@ -107,11 +135,12 @@ async def _start(
     )
 
 
-def default_masked_paths(home: Path, data_dir: Path) -> list[Path]:
+def default_masked_paths(home: Path, data_dir: Path, hidden: Iterable[Path] = ()) -> list[Path]:
     """Everything a command must not read: credential stores, opencomposer's own config and
-    data, the user's runtime folder (agent and keyring sockets) and the Docker socket."""
+    data, the user's runtime folder (agent and keyring sockets), the Docker socket, and what
+    the caller hides besides (`tools.sandbox.hide`)."""
     paths = [home / name for name in HOME_CREDENTIALS]
-    paths += [user_config_file().parent, data_dir, *DOCKER_SOCKETS]
+    paths += [user_config_file().parent, data_dir, *DOCKER_SOCKETS, *hidden]
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     paths.append(Path(runtime))
     return paths
@@ -139,12 +168,14 @@ class BubblewrapSandbox:
         masked_paths: Iterable[Path],
         settings: SandboxSettings | None = None,
         quarantine: Path | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> None:
         """`quarantine`: where the git guard keeps what it moves out of the workspace
-        (default: under the data folder)."""
+        (default: under the data folder). `mounts`: bound last, over everything else."""
         self.workspace_root = workspace_root.resolve()
         self.bwrap_path = bwrap_path
         self.masked_paths = list(masked_paths)
+        self.mounts = list(mounts)
         self.settings = settings or SandboxSettings()
         self.limits = ResourceLimits(self.settings, user_namespace=True)
         self.guard = GitGuard(self.workspace_root, quarantine or default_home() / "quarantine")
@@ -161,13 +192,24 @@ class BubblewrapSandbox:
         workspace = str(self.workspace_root)
         seen = view(self.workspace_root, self.masked_paths, self.settings.expose)
         pins = [arg for path in git_pins for arg in ("--ro-bind-try", str(path), str(path))]
+        mounts = [
+            arg
+            for mount in self.mounts
+            for arg in (
+                "--bind" if mount.writable else "--ro-bind",
+                str(mount.source),
+                str(mount.target),
+            )
+        ]
         return [
             str(self.bwrap_path),
-            *_FILESYSTEM,
+            *(_root_by_entry() if mounts else _FILESYSTEM),
             *seen.before_workspace(),
             "--bind", workspace, workspace,
             *seen.after_workspace(),
             *pins,
+            *mounts,
+            *(["--remount-ro", "/"] if mounts else []),
             "--unshare-all",
             *(["--share-net"] if network else []),
             *_PROCESS,
@@ -302,7 +344,7 @@ def detect_sandbox(
         return BubblewrapSandbox(
             workspace_root,
             bwrap,
-            default_masked_paths(Path.home(), data_dir),
+            default_masked_paths(Path.home(), data_dir, settings.hide if settings else ()),
             settings,
             quarantine=data_dir / "quarantine",
         )

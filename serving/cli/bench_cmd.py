@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from opencomposer.bench.report import print_bench
+from opencomposer.serving.cli import eval_cmd
 from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     FLAG,
@@ -18,7 +19,15 @@ from opencomposer.serving.cli.options import (
 )
 from opencomposer.serving.cli.output import err, out
 
-bench_app = CommandApp(help="Benchmarks: ours beside a baseline, as a ratio.", no_args_is_help=True)
+bench_app = CommandApp(
+    help="The evaluation bench (list, run, report, compare), and performance benchmarks: ours "
+    "beside a baseline, as a ratio.",
+    no_args_is_help=True,
+)
+bench_app.command("list")(eval_cmd.list_tasks)
+bench_app.command("run")(eval_cmd.run)
+bench_app.command("report")(eval_cmd.report)
+bench_app.command("compare")(eval_cmd.compare)
 
 
 @bench_app.command("tools")

@@ -1,0 +1,263 @@
+"""`opencomposer bench list|run|report|compare`: the evaluation bench.
+
+`run` takes task folders (the built-in suite by default), runs each in the sandbox with the
+configured engine (`--engine` any backend) or its oracle (`--oracle`), saves every trial in the
+run folder as it ends (run it again to resume), and writes report.md with its plots there.
+"""
+
+import asyncio
+import fnmatch
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from opencomposer.serving.cli.options import (
+    FLAG,
+    ConfigOverrides,
+    EngineSpec,
+    Json,
+    engine_overrides,
+    given,
+    overrides_from,
+    settings_for,
+)
+from opencomposer.serving.cli.output import err, out, print_json
+from opencomposer.training.errors import TrainingError
+
+if TYPE_CHECKING:
+    from opencomposer.config import Settings
+    from opencomposer.training.eval.results import RunInfo, TrialResult
+    from opencomposer.training.eval.task import Task
+
+TaskPaths = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="Task folders, or folders holding them (default: the built-in suite).",
+        metavar="[TASKS]...",
+        show_default=False,
+    ),
+]
+Only = Annotated[
+    list[str] | None,
+    typer.Option("--only", help="Task names to keep (shell patterns; repeatable)."),
+]
+
+
+def _task_folders(paths: list[Path] | None, only: list[str] | None) -> list[Path]:
+    from opencomposer.training.eval.task import BUILTIN_TASKS, discover_tasks
+
+    roots = paths or [BUILTIN_TASKS]
+    for root in roots:
+        if not root.exists():
+            raise TrainingError(f"{root} does not exist")
+    folders = discover_tasks(roots)
+    if only:
+        folders = [f for f in folders if any(fnmatch.fnmatchcase(f.name, p) for p in only)]
+    if not folders:
+        raise TrainingError("no tasks found (a task is a folder with a task.toml)")
+    return folders
+
+
+def list_tasks(paths: TaskPaths = None, only: Only = None, json: Json = False) -> None:
+    """The tasks, checked: category, difficulty, language, and what is wrong with any."""
+    from opencomposer.training.eval.task import TaskError, load_task
+
+    rows: list[dict[str, Any]] = []
+    for folder in _task_folders(paths, only):
+        try:
+            task = load_task(folder)
+        except TaskError as exc:
+            rows.append({"task": folder.name, "path": str(folder), "problems": exc.problems})
+            continue
+        meta = task.config.metadata
+        rows.append(
+            {
+                "task": task.name,
+                "path": str(task.root),
+                "category": meta.category,
+                "difficulty": meta.difficulty,
+                "language": meta.language,
+                "warnings": task.warnings,
+            }
+        )
+    if json:
+        print_json(rows)
+    else:
+        table = Table("task", "category", "difficulty", "language", "notes")
+        for row in rows:
+            notes = row.get("problems") or row.get("warnings") or []
+            style = "red" if "problems" in row else None
+            table.add_row(
+                escape(str(row["task"])),
+                str(row.get("category", "")),
+                str(row.get("difficulty", "")),
+                str(row.get("language") or ""),
+                escape("; ".join(notes)),
+                style=style,
+            )
+        out.print(table)
+    if any("problems" in row for row in rows):
+        raise typer.Exit(1)
+
+
+def run(
+    paths: TaskPaths = None,
+    only: Only = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="The run folder (default: bench-runs/RUN_ID here)."),
+    ] = None,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle",
+            help="Validate the tasks: each oracle solution must pass, each untouched "
+            "repository fail.",
+            metavar=FLAG,
+        ),
+    ] = False,
+    engine: EngineSpec = None,
+    model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,
+    attempts: Annotated[int, typer.Option(min=1, help="Trials per task (for pass@k).")] = 1,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Trials at once (default: the CPU count).")
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(min=1, help="Model calls one trial may make.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Tokens one trial may spend.")
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Run finished trials again.", metavar=FLAG)
+    ] = False,
+    config: ConfigOverrides = None,
+) -> None:
+    """Run the tasks with the agent (or their oracles) and grade every trial."""
+    from opencomposer.training.eval.report import oracle_checks
+    from opencomposer.training.eval.results import RunInfo
+    from opencomposer.training.eval.task import load_task
+
+    tasks = [load_task(folder) for folder in _task_folders(paths, only)]
+    overrides = overrides_from(config, **engine_overrides(engine) | given({"engine.model": model}))
+    settings = settings_for(None, overrides).settings
+    run_dir = (out_dir or Path("bench-runs") / _run_id()).resolve()
+    mode: Literal["agent", "oracle"] = "oracle" if oracle else "agent"
+    engine_name = "oracle" if oracle else f"{settings.engine.backend}:{settings.engine.model}"
+    info = RunInfo(
+        run_id=run_dir.name,
+        mode=mode,
+        engine=engine_name,
+        tasks=[str(task.root) for task in tasks],
+        attempts=1 if oracle else attempts,
+    )
+    results = asyncio.run(
+        _run(settings, run_dir, tasks, info, concurrency, max_steps, max_tokens, restart)
+    )
+    _write_report(run_dir)
+    out.print(f"run folder: {escape(str(run_dir))}")
+    if oracle and not all(check.valid for check in oracle_checks(results)):
+        raise typer.Exit(1)
+
+
+async def _run(
+    settings: "Settings",
+    run_dir: Path,
+    tasks: "list[Task]",
+    info: "RunInfo",
+    concurrency: int | None,
+    max_steps: int | None,
+    max_tokens: int | None,
+    restart: bool,
+) -> "list[TrialResult]":
+    from opencomposer.agent.runtime import AgentRuntime
+    from opencomposer.serving.engines import make_engine
+    from opencomposer.serving.engines.base import Engine
+    from opencomposer.training.eval.runner import BenchRunner, Budget, bench_settings, hidden_paths
+
+    runtime: AgentRuntime | None = None
+    engine: Engine | None = None
+    if info.mode == "agent":
+        settings = bench_settings(settings, hidden_paths(run_dir, tasks))
+        engine = make_engine(settings.engine, settings.models_dir)
+        runtime = AgentRuntime(settings, engine)
+    runner = BenchRunner(
+        run_dir,
+        tasks,
+        data_dir=settings.home,
+        runtime=runtime,
+        budget=Budget(max_steps, max_tokens),
+        concurrency=concurrency,
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("passed {task.fields[passed]}"),
+        TimeElapsedColumn(),
+    )
+    total = len(tasks) * (2 if info.mode == "oracle" else info.attempts)
+    try:
+        with Progress(*columns, console=err, transient=False) as progress:
+            bar = progress.add_task(f"{info.mode} trials", total=total, passed=0)
+            passed = 0
+
+            def done(result: "TrialResult") -> None:
+                nonlocal passed
+                passed += result.passed
+                progress.update(bar, advance=1, passed=passed)
+                if result.error:
+                    progress.console.print(
+                        f"[yellow]{escape(result.task)} {result.kind}: {escape(result.error)}[/]"
+                    )
+
+            return await runner.run(info, on_result=done, restart=restart)
+    finally:
+        if runtime is not None:
+            await runtime.close()
+        if engine is not None:
+            await engine.aclose()
+
+
+def _run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def _write_report(run_dir: Path) -> str:
+    from opencomposer.training.eval.report import markdown_report, write_plots
+    from opencomposer.training.eval.results import load_run
+
+    info, results = load_run(run_dir)
+    plots = None
+    if info.mode == "agent" and results:
+        write_plots(results, run_dir)
+        plots = run_dir
+    text = markdown_report(info, results, plots)
+    (run_dir / "report.md").write_text(text, encoding="utf-8")
+    out.print(text, markup=False, highlight=False)
+    return text
+
+
+RunDir = Annotated[Path, typer.Argument(help="A bench run folder.", exists=True, file_okay=False)]
+
+
+def report(run_dir: RunDir) -> None:
+    """Print a run's report (pass@k, tokens, steps, tool calls, time per task and category)
+    and write report.md with its plots into the run folder."""
+    _write_report(run_dir)
+
+
+def compare(before: RunDir, after: RunDir) -> None:
+    """Two runs side by side: pass@1 per task and the tasks that flipped."""
+    from opencomposer.training.eval.report import comparison_markdown
+    from opencomposer.training.eval.results import load_run
+
+    (_, first), (_, second) = load_run(before), load_run(after)
+    text = comparison_markdown((before.name, after.name), first, second)
+    out.print(text, markup=False, highlight=False)

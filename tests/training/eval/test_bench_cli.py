@@ -1,0 +1,80 @@
+"""`opencomposer bench list|run|report|compare` as users run them: a real process, an agent
+served by an OpenAI-compatible upstream (the fake server), reports with their plots."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.fake_openai import Compose, ThreadedFakeOpenAI
+
+CLI = str(Path(sys.executable).parent / "opencomposer")
+
+
+def bench(*args: str, rc: int = 0, timeout: float = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [CLI, "bench", *args], capture_output=True, text=True, timeout=timeout, env=os.environ
+    )
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+@pytest.fixture
+def bench_root(outside: Path) -> Path:
+    return outside
+
+
+def test_list_names_each_task_and_what_is_wrong(calc_task: Path, value_task: Path):
+    rows = json.loads(bench("list", str(calc_task.parent), "--json").stdout)
+    assert {row["task"]: row["category"] for row in rows} == {
+        "calc-add": "bug-fix",
+        "value-two": "bug-fix",
+    }
+    (calc_task / "task.toml").write_text("[agent]\ntimeout_sec = 'soon'\n")
+    listed = bench("list", str(calc_task.parent), rc=1)
+    assert "calc-add" in listed.stdout and "agent.timeout_sec" in listed.stdout
+    assert "no tasks found" in bench("list", str(calc_task.parent), "--only", "nope*", rc=2).stderr
+
+
+@pytest.mark.usefixtures("bwrap")
+def test_agent_runs_report_and_compare(outside: Path, value_task: Path):
+    tasks = str(value_task.parent)
+    with ThreadedFakeOpenAI() as fake:
+        engine = f"openai:{fake.base_url}"
+        # First run: the agent writes the wrong value; second: the right one.
+        for value, name in (("3", "before"), ("2", "after")):
+            fake.enqueue(
+                Compose(
+                    calls=[
+                        (
+                            "write_file",
+                            {"path": "value.txt", "content": f"{value}\n", "overwrite": True},
+                        )
+                    ]
+                ),
+                Compose(text="Done."),
+            )
+            bench(
+                "run", tasks, "--engine", engine, "--out", str(outside / name), "--concurrency", "1"
+            )
+    after = (outside / "after" / "report.md").read_text()
+    assert "| value-two | bug-fix | 1/1 | 1.00 |" in after
+    assert (outside / "after" / "pass_by_category.png").stat().st_size > 1000
+    assert (outside / "after" / "tokens_vs_pass.png").stat().st_size > 1000
+    before = bench("report", str(outside / "before")).stdout
+    assert "| value-two | bug-fix | 0/1 | 0.00 |" in before
+    compared = bench("compare", str(outside / "before"), str(outside / "after")).stdout
+    assert "pass@1: 0.00 against 1.00 (1 flipped)" in compared
+    assert "| value-two | 0.00 | 1.00 | fixed |" in compared
+
+
+@pytest.mark.usefixtures("bwrap")
+def test_an_oracle_run_fails_on_an_invalid_task(outside: Path, calc_task: Path, value_task: Path):
+    # The oracle of value-two writes the wrong value: the task is invalid, and the run says so.
+    (value_task / "solution" / "files" / "value.txt").write_text("1\n")
+    proc = bench("run", "--oracle", str(calc_task.parent), "--out", str(outside / "o"), rc=1)
+    assert "1 of 2 tasks valid" in proc.stdout
+    assert "| value-two | **no** | yes |" in proc.stdout

@@ -1,0 +1,148 @@
+"""One script of a task (setup.sh, solve.sh, test.sh) run in a bubblewrap sandbox of its own,
+to the end or to its time limit, with every process it started gone when this returns.
+
+The bench needs bubblewrap: without a mount namespace the tests could not be kept from the
+agent, nor shown to the verifier at /tests with the reward folder at /logs/verifier as Harbor
+shows them. The sandbox is the tool harness's (read-only system, homes hidden, credentials and
+opencomposer's data masked, every namespace unshared, resource limits), with the task's own
+folders bound on top and the bench's private folders hidden.
+"""
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from opencomposer.agent.tools.sandbox import (
+    BubblewrapSandbox,
+    Mount,
+    default_masked_paths,
+    probe_bubblewrap,
+)
+from opencomposer.agent.tools.terminal.environment import scrub_environment
+from opencomposer.config import SandboxSettings
+from opencomposer.paths import find_program
+from opencomposer.training.errors import TrainingError
+
+OUTPUT_CAP = 8 * 1024 * 1024
+"""Bytes of a script's output kept (its head); a runaway test cannot fill the disk."""
+
+
+class SandboxUnavailable(TrainingError):
+    """Bubblewrap cannot start a sandbox here, so tasks cannot be run honestly."""
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    exit_code: int | None
+    """None when the script was stopped at its time limit."""
+
+    output: str
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code is None
+
+
+def require_bubblewrap() -> Path:
+    bwrap = find_program("bwrap")
+    works, detail = probe_bubblewrap(bwrap)
+    if not works or bwrap is None:
+        raise SandboxUnavailable(
+            f"the bench runs every task in bubblewrap, which cannot start here ({detail}); "
+            "install bubblewrap (apt-get install bubblewrap) on a machine that allows user "
+            "namespaces"
+        )
+    return bwrap
+
+
+async def run_script(
+    command: str,
+    *,
+    workspace: Path,
+    mounts: Sequence[Mount],
+    data_dir: Path,
+    hidden: Sequence[Path],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    network: bool = False,
+    memory_mb: int | None = None,
+) -> ScriptRun:
+    """`command` run by bash in `workspace` (also at every mount's target), stdout and stderr
+    merged in order. `data_dir` (opencomposer's) and `hidden` are masked."""
+    settings = SandboxSettings(
+        max_memory_bytes=memory_mb * 1024 * 1024 if memory_mb else None,
+        max_lifetime=timeout,
+    )
+    sandbox = BubblewrapSandbox(
+        workspace,
+        require_bubblewrap(),
+        default_masked_paths(Path.home(), data_dir, hidden),
+        settings,
+        quarantine=data_dir / "quarantine",
+        mounts=mounts,
+    )
+    base, _ = scrub_environment(os.environ)
+    # The Python running the bench first (its venv has pytest): what a task's Dockerfile
+    # installs for Harbor, this machine has there.
+    base["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+    # The image has pytest alone; this venv's other pytest plugins would load into every test
+    # run (a second of start-up each, and their warnings in the logs graders read).
+    base["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    limits = sandbox.limits.open()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        process = await sandbox.spawn(
+            f"exec 2>&1; {command}",
+            cwd=workspace,
+            env={**base, **(env or {})},
+            network=network,
+            stdin=False,
+            limits=limits,
+        )
+        try:
+            output = await asyncio.wait_for(_read(process), timeout)
+            exit_code: int | None = await process.wait()
+        except TimeoutError:
+            _kill(process)
+            output, exit_code = b"", None
+        finally:
+            _kill(process)
+            await process.wait()
+    finally:
+        await limits.release()
+    text = output.decode("utf-8", errors="replace")
+    if exit_code is None:
+        text += f"\n[stopped after {timeout:g} s]"
+    return ScriptRun(exit_code, text, loop.time() - started)
+
+
+async def _read(process: asyncio.subprocess.Process) -> bytes:
+    """The script's output (its stderr joins its stdout), then what bubblewrap itself said."""
+    assert process.stdout is not None and process.stderr is not None
+    output, errors = await asyncio.gather(_capped(process.stdout), _capped(process.stderr))
+    await process.wait()
+    return output + errors
+
+
+async def _capped(stream: asyncio.StreamReader) -> bytes:
+    chunks: list[bytes] = []
+    kept = 0
+    while chunk := await stream.read(65536):
+        if kept < OUTPUT_CAP:
+            chunks.append(chunk[: OUTPUT_CAP - kept])
+            kept += len(chunks[-1])
+    return b"".join(chunks)
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    """The whole group: bwrap and the init of the sandbox's pid namespace, whose death takes
+    every process inside along."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""Deploys our services; reads layered configuration."""

@@ -1,0 +1,1 @@
+"""A small in-process job scheduler driven by cron expressions."""

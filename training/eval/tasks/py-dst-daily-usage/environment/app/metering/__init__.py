@@ -1,0 +1,1 @@
+"""Per-customer daily metering: local calendar days, hourly buckets, daily charges."""

@@ -1,0 +1,29 @@
+"""Customers are billed per day of their own calendar (their IANA time zone)."""
+
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+
+def day_bounds(day: date, tz: str) -> tuple[datetime, datetime]:
+    """The local day `day` in `tz` as [start, end), both aware."""
+    zone = ZoneInfo(tz)
+    start = datetime.combine(day, time(0), tzinfo=zone)
+    end = datetime.combine(day + timedelta(days=1), time(0), tzinfo=zone)
+    return start, end
+
+
+def hours_in_day(day: date, tz: str) -> float:
+    """How long the local day really is: 23 or 25 hours on DST changes."""
+    start, end = day_bounds(day, tz)
+    return (end - start).total_seconds() / 3600
+
+
+def hour_starts(day: date, tz: str) -> list[datetime]:
+    """The start of every hour of the local day, in UTC, in order."""
+    start, _ = day_bounds(day, tz)
+    return [(start + timedelta(hours=h)).astimezone(timezone.utc) for h in range(24)]
+
+
+def local_day(moment: datetime, tz: str) -> date:
+    """The customer's calendar day of an aware `moment`."""
+    return moment.astimezone(ZoneInfo(tz)).date()

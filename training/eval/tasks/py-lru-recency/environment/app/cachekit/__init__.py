@@ -1,0 +1,4 @@
+from cachekit.lru import LRUCache
+from cachekit.memo import memoize
+
+__all__ = ["LRUCache", "memoize"]

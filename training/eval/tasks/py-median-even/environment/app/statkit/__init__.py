@@ -1,0 +1,5 @@
+"""Small descriptive statistics over sequences of numbers."""
+
+from statkit.center import mean, median, mode
+
+__all__ = ["mean", "median", "mode"]

@@ -1,0 +1,1 @@
+"""Order handling for the web shop: the order lifecycle, storage, reports and the JSON API."""

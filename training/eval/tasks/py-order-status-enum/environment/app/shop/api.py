@@ -1,0 +1,31 @@
+"""The JSON API's handlers: plain dicts in, plain dicts out (statuses as strings)."""
+
+from shop import refunds
+from shop.orders import Order, OrderError
+
+ACTIONS = {"pay": Order.pay, "ship": Order.ship, "deliver": Order.deliver, "cancel": Order.cancel}
+STATUSES = ("pending", "paid", "shipped", "delivered", "cancelled", "refunded")
+
+
+def order_json(order: Order) -> dict:
+    return {"id": order.id, "customer": order.customer, "total_cents": order.total_cents, "status": order.status}
+
+
+def list_orders(orders: list[Order], status: str | None = None) -> dict:
+    if status is not None and status not in STATUSES:
+        return {"error": f"unknown status {status!r}"}
+    chosen = [o for o in orders if status is None or o.status == status]
+    return {"orders": [order_json(o) for o in chosen]}
+
+
+def act(order: Order, action: str) -> dict:
+    try:
+        if action == "refund":
+            refunds.refund(order)
+        elif action in ACTIONS:
+            ACTIONS[action](order)
+        else:
+            return {"error": f"unknown action {action!r}"}
+    except OrderError as exc:
+        return {"error": str(exc)}
+    return order_json(order)

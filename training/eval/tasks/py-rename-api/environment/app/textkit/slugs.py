@@ -1,0 +1,8 @@
+import re
+
+from textkit import util
+
+
+def slugify(text: str) -> str:
+    cleaned = re.sub(r"[^a-z0-9 ]", "", util.normalise_ws(text).lower())
+    return cleaned.replace(" ", "-")

@@ -1,0 +1,8 @@
+import re
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_ws(text: str) -> str:
+    """Runs of whitespace become one space; the ends are trimmed."""
+    return _SPACE.sub(" ", text).strip()

@@ -1,0 +1,3 @@
+from textkit.util import collapse_whitespace
+
+__all__ = ["collapse_whitespace"]

@@ -1,0 +1,7 @@
+import textwrap
+
+import textkit.util
+
+
+def wrap(text: str, width: int = 40) -> list[str]:
+    return textwrap.wrap(textkit.util.collapse_whitespace(text), width)

@@ -7,6 +7,9 @@ run folder as it ends (run it again to resume), and writes report.md with its pl
 
 import asyncio
 import fnmatch
+import os
+import tempfile
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,6 +140,13 @@ def run(
     restart: Annotated[
         bool, typer.Option("--restart", help="Run finished trials again.", metavar=FLAG)
     ] = False,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IN,OUT",
+            help="Dollars per million prompt and completion tokens, for a cost column.",
+        ),
+    ] = None,
     config: ConfigOverrides = None,
 ) -> None:
     """Run the tasks with the agent (or their oracles) and grade every trial."""
@@ -156,6 +166,8 @@ def run(
         engine=engine_name,
         tasks=[str(task.root) for task in tasks],
         attempts=1 if oracle else attempts,
+        concurrency=concurrency or max(1, os.cpu_count() or 1),
+        price=_price(price),
     )
     results = asyncio.run(
         _run(settings, run_dir, tasks, info, concurrency, max_steps, max_tokens, restart)
@@ -193,7 +205,7 @@ async def _run(
         data_dir=settings.home,
         runtime=runtime,
         budget=Budget(max_steps, max_tokens),
-        concurrency=concurrency,
+        concurrency=info.concurrency,
     )
     columns = (
         TextColumn("{task.description}"),
@@ -217,12 +229,41 @@ async def _run(
                         f"[yellow]{escape(result.task)} {result.kind}: {escape(result.error)}[/]"
                     )
 
-            return await runner.run(info, on_result=done, restart=restart)
+            started = time.monotonic()
+            results = await runner.run(info, on_result=done, restart=restart)
+            info.wall_seconds = time.monotonic() - started
+        await _measure_sandbox_start(info, run_dir, settings.home)
+        return results
     finally:
         if runtime is not None:
             await runtime.close()
         if engine is not None:
             await engine.aclose()
+
+
+def _price(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        prompt, completion = (float(part) for part in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(
+            "give two numbers, IN,OUT (e.g. 0.5,2)", param_hint="--price"
+        ) from None
+    if not (prompt >= 0 and completion >= 0):
+        raise typer.BadParameter("prices cannot be negative", param_hint="--price")
+    return prompt, completion
+
+
+async def _measure_sandbox_start(info: "RunInfo", run_dir: Path, data_dir: Path) -> None:
+    """The run's sandbox start cost beside bare bubblewrap's, kept with the run's info."""
+    from opencomposer.training.eval.results import save_run
+    from opencomposer.training.eval.sandboxed import start_cost
+
+    with tempfile.TemporaryDirectory(dir=run_dir, prefix=".sandbox-start-") as scratch:
+        cost = await start_cost(data_dir, Path(scratch))
+    info.sandbox_start = (cost.bare, cost.task)
+    save_run(run_dir, info)
 
 
 def _run_id() -> str:

@@ -33,7 +33,8 @@ class TaskSummary:
     attempts: int
     passed: int
     mean_reward: float
-    tokens: float
+    prompt_tokens: float
+    completion_tokens: float
     steps: float
     tool_calls: float
     seconds: float
@@ -42,6 +43,14 @@ class TaskSummary:
 
     def pass_at(self, k: int) -> float:
         return pass_at_k(self.attempts, self.passed, k)
+
+    @property
+    def tokens(self) -> float:
+        return self.prompt_tokens + self.completion_tokens
+
+    def cost(self, price: tuple[float, float]) -> float:
+        """Mean dollars per attempt at `price` (per million prompt and completion tokens)."""
+        return (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1e6
 
 
 def summarize(results: Iterable[TrialResult]) -> list[TaskSummary]:
@@ -59,7 +68,8 @@ def summarize(results: Iterable[TrialResult]) -> list[TaskSummary]:
                 attempts=len(trials),
                 passed=sum(t.passed for t in trials),
                 mean_reward=statistics.fmean(t.reward for t in trials),
-                tokens=statistics.fmean(t.prompt_tokens + t.completion_tokens for t in trials),
+                prompt_tokens=statistics.fmean(t.prompt_tokens for t in trials),
+                completion_tokens=statistics.fmean(t.completion_tokens for t in trials),
                 steps=statistics.fmean(t.steps for t in trials),
                 tool_calls=statistics.fmean(t.tool_calls for t in trials),
                 seconds=statistics.fmean(
@@ -134,48 +144,63 @@ def markdown_report(info: RunInfo, results: Sequence[TrialResult], plots: Path |
         return _oracle_report(info, results)
     rows = summarize(results)
     ks = ks_for(rows)
+    price = info.price
+    cost_head, cost_rule = (" $ |", "---|") if price else ("", "")
     lines = [
         f"# Bench run {info.run_id}",
         "",
-        f"Engine: `{info.engine}` · {len(rows)} tasks · {info.attempts} attempt(s) each",
+        f"Engine: `{info.engine}` · {len(rows)} tasks · {info.attempts} attempt(s) each"
+        + (f" · $ per attempt at {price[0]:g} / {price[1]:g} per million tokens" if price else ""),
         "",
-        "| | " + " | ".join(f"pass@{k}" for k in ks) + " | tokens | steps | tool calls | s |",
-        "|---|" + "---|" * (len(ks) + 4),
+        "| | "
+        + " | ".join(f"pass@{k}" for k in ks)
+        + " | tokens | steps | tool calls | s |"
+        + cost_head,
+        "|---|" + "---|" * (len(ks) + 4) + cost_rule,
     ]
     groups = by_category(rows)
     for name, group in [("**all**", rows), *groups.items()]:
-        lines.append(_row(name, group, ks))
+        lines.append(_row(name, group, ks, price))
     lines += [
         "",
         "## Tasks",
         "",
         "| task | category | passed | mean reward | tokens | steps | tool calls | lines "
-        "changed | s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "changed | s |" + cost_head,
+        "|---|---|---|---|---|---|---|---|---|" + cost_rule,
     ]
     for row in rows:
         lines.append(
             f"| {row.task} | {row.category} | {row.passed}/{row.attempts} | "
             f"{row.mean_reward:.2f} | {row.tokens:,.0f} | {row.steps:.1f} | "
             f"{row.tool_calls:.1f} | {row.lines_changed:.0f} | {row.seconds:.1f} |"
+            + (f" {row.cost(price):.4f} |" if price else "")
         )
     failed = [r for r in results if r.error or r.problem]
     if failed:
         lines += ["", "## Problems", ""]
         lines += [f"- {r.task} ({r.kind} {r.attempt}): {r.error or r.problem}" for r in failed]
+    lines += _cost(info, results)
     if plots is not None:
         lines += ["", "![pass rate by category](pass_by_category.png)", ""]
         lines += ["![tokens against reward](tokens_vs_pass.png)", ""]
     return "\n".join(lines) + "\n"
 
 
-def _row(name: str, group: Sequence[TaskSummary], ks: Sequence[int]) -> str:
+def _row(
+    name: str,
+    group: Sequence[TaskSummary],
+    ks: Sequence[int],
+    price: tuple[float, float] | None,
+) -> str:
     passes = " | ".join(f"{mean_pass_at(group, k):.2f}" for k in ks)
     tokens = statistics.fmean(r.tokens for r in group)
     steps = statistics.fmean(r.steps for r in group)
     calls = statistics.fmean(r.tool_calls for r in group)
     seconds = statistics.fmean(r.seconds for r in group)
     figures = f"{tokens:,.0f} | {steps:.1f} | {calls:.1f} | {seconds:.1f}"
+    if price:
+        figures += f" | {statistics.fmean(r.cost(price) for r in group):.4f}"
     return f"| {name} ({len(group)}) | {passes} | {figures} |"
 
 
@@ -195,7 +220,38 @@ def _oracle_report(info: RunInfo, results: Sequence[TrialResult]) -> str:
             f"| {check.task} | {_mark(check.oracle_passed)} | {_mark(check.untouched_failed)} | "
             f"{check.problem or ''} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_cost(info, results)]) + "\n"
+
+
+def _cost(info: RunInfo, results: Sequence[TrialResult]) -> list[str]:
+    """Where a trial's time goes, the run's throughput, and the sandbox's start cost beside
+    bare bubblewrap's."""
+    if not results:
+        return []
+    lines = ["", "## Cost", ""]
+    phases = (
+        ("setup", "setup_seconds"),
+        ("agent", "agent_seconds"),
+        ("verifier", "verifier_seconds"),
+    )
+    means = ", ".join(
+        f"{name} {statistics.fmean(getattr(r, key) for r in results):.2f} s" for name, key in phases
+    )
+    lines.append(f"- per trial (mean of {len(results)}): {means}")
+    if info.wall_seconds:
+        tasks = len({r.task for r in results})
+        rate = tasks / info.wall_seconds * 3600
+        lines.append(
+            f"- wall time {info.wall_seconds:.1f} s for {tasks} tasks at concurrency "
+            f"{info.concurrency}: {rate:,.0f} tasks/hour"
+        )
+    if info.sandbox_start:
+        bare, task = info.sandbox_start
+        lines.append(
+            f"- sandbox start (median): bare `bwrap true` {bare * 1000:.1f} ms, a task's "
+            f"sandbox {task * 1000:.1f} ms ({task / bare:.2f}x)"
+        )
+    return lines
 
 
 def _mark(ok: bool) -> str:

@@ -62,7 +62,16 @@ class RunInfo(BaseModel):
     """Task folders, absolute."""
 
     attempts: int
+    concurrency: int = 1
+    price: tuple[float, float] | None = None
+    """Dollars per million prompt and completion tokens, for the report's cost column."""
+
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    wall_seconds: float | None = None
+    """The whole run's wall time (of its last invocation, when resumed)."""
+
+    sandbox_start: tuple[float, float] | None = None
+    """Median seconds to start bare `bwrap true` and a task's sandbox, measured after the run."""
 
 
 def write_json_atomically(path: Path, text: str) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -146,3 +147,39 @@ def _kill(process: asyncio.subprocess.Process) -> None:
     every process inside along."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class StartCost:
+    """Median seconds to start a sandbox and run `true` in it."""
+
+    bare: float
+    """`bwrap --ro-bind / / true`: bubblewrap's own floor."""
+
+    task: float
+    """A task script's sandbox: masks, mounts, limits, the process group supervised."""
+
+
+async def start_cost(data_dir: Path, scratch: Path, samples: int = 9) -> StartCost:
+    """What every setup, oracle and verifier run pays before the script starts, beside the
+    least a bubblewrap sandbox costs; `scratch` is an empty folder to serve as the workspace."""
+    bwrap = require_bubblewrap()
+    bare, task = [], []
+    for _ in range(samples):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        process = await asyncio.create_subprocess_exec(
+            str(bwrap), "--ro-bind", "/", "/", "true", stdin=asyncio.subprocess.DEVNULL
+        )
+        await process.wait()
+        bare.append(loop.time() - started)
+        run = await run_script(
+            "true",
+            workspace=scratch,
+            mounts=[Mount(scratch, Path("/app"), writable=True)],
+            data_dir=data_dir,
+            hidden=[],
+            timeout=60,
+        )
+        task.append(run.seconds)
+    return StartCost(statistics.median(bare), statistics.median(task))

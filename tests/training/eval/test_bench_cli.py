@@ -57,11 +57,13 @@ def test_agent_runs_report_and_compare(outside: Path, value_task: Path):
                 ),
                 Compose(text="Done."),
             )
-            bench(
-                "run", tasks, "--engine", engine, "--out", str(outside / name), "--concurrency", "1"
-            )
+            out = str(outside / name)
+            bench("run", tasks, "--engine", engine, "--out", out, "--price", "1,4")
     after = (outside / "after" / "report.md").read_text()
-    assert "| value-two | bug-fix | 1/1 | 1.00 |" in after
+    # Two model calls of 100 prompt and 10 completion tokens: 200 * $1 + 20 * $4 per million.
+    (row,) = [line for line in after.splitlines() if line.startswith("| value-two")]
+    assert row.startswith("| value-two | bug-fix | 1/1 | 1.00 | 220 | 2.0 | 1.0 | 2 |")
+    assert row.endswith(" 0.0003 |")  # (200 x $1 + 20 x $4) / 1e6
     assert (outside / "after" / "pass_by_category.png").stat().st_size > 1000
     assert (outside / "after" / "tokens_vs_pass.png").stat().st_size > 1000
     before = bench("report", str(outside / "before")).stdout
@@ -78,3 +80,8 @@ def test_an_oracle_run_fails_on_an_invalid_task(outside: Path, calc_task: Path, 
     proc = bench("run", "--oracle", str(calc_task.parent), "--out", str(outside / "o"), rc=1)
     assert "1 of 2 tasks valid" in proc.stdout
     assert "| value-two | **no** | yes |" in proc.stdout
+    assert "tasks/hour" in proc.stdout
+    assert "sandbox start (median): bare `bwrap true`" in proc.stdout
+    info = json.loads((outside / "o" / "run.json").read_text())
+    bare, task = info["sandbox_start"]
+    assert bare > 0 and task > 0 and info["wall_seconds"] > 0

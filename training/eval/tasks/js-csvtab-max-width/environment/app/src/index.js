@@ -1,0 +1,17 @@
+"use strict";
+
+const { parseCsv } = require("./csv");
+const { layout } = require("./table");
+const { formatTable, FORMATS } = require("./format");
+
+/**
+ * Render parsed CSV rows as a table string.
+ * options: format ("text" | "markdown"), header (boolean, default true),
+ *          columns (names or 1-based numbers, to pick and order columns)
+ */
+function render(records, { format = "text", header = true, columns = null } = {}) {
+  if (!FORMATS[format]) throw new Error(`unknown format ${JSON.stringify(format)} (text or markdown)`);
+  return formatTable(layout(records, { header, columns }), format);
+}
+
+module.exports = { parseCsv, render };

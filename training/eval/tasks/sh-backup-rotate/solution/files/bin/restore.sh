@@ -1,0 +1,24 @@
+#!/bin/bash
+# Unpack the newest archive of a backup set into a folder.
+set -eu
+. "$(dirname "$0")/../lib/common.sh"
+
+name=
+while getopts "n:" opt; do
+  case $opt in
+    n) name=$OPTARG ;;
+    *) echo "usage: restore.sh -n NAME DEST_DIR TARGET_DIR" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 2 ] || { echo "usage: restore.sh -n NAME DEST_DIR TARGET_DIR" >&2; exit 2; }
+dest=$1
+target=$2
+[ -d "$dest" ] || die "no such folder: $dest"
+[ -n "$name" ] || die "-n NAME is needed"
+
+latest=$(set_archives "$dest" "$name" | head -n 1)
+[ -n "$latest" ] || die "no archive of $name in $dest"
+mkdir -p -- "$target"
+tar -xzf "$dest/$latest" -C "$target"
+log "restored $latest into $target"

@@ -232,6 +232,7 @@ async def _run(
             started = time.monotonic()
             results = await runner.run(info, on_result=done, restart=restart)
             info.wall_seconds = time.monotonic() - started
+            info.trials_run = len(results) - runner.reused
         await _measure_sandbox_start(info, run_dir, settings.home)
         return results
     finally:

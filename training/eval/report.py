@@ -238,12 +238,15 @@ def _cost(info: RunInfo, results: Sequence[TrialResult]) -> list[str]:
         f"{name} {statistics.fmean(getattr(r, key) for r in results):.2f} s" for name, key in phases
     )
     lines.append(f"- per trial (mean of {len(results)}): {means}")
-    if info.wall_seconds:
-        tasks = len({r.task for r in results})
-        rate = tasks / info.wall_seconds * 3600
+    ran = info.trials_run if info.trials_run is not None else len(results)
+    if ran == 0:
+        lines.append(f"- all {len(results)} trials reused from an earlier invocation")
+    elif info.wall_seconds:
+        per_task = 2 if info.mode == "oracle" else info.attempts
+        rate = ran / per_task / info.wall_seconds * 3600
         lines.append(
-            f"- wall time {info.wall_seconds:.1f} s for {tasks} tasks at concurrency "
-            f"{info.concurrency}: {rate:,.0f} tasks/hour"
+            f"- wall time {info.wall_seconds:.1f} s for {ran} trials ({ran / per_task:g} tasks) "
+            f"at concurrency {info.concurrency}: {rate:,.0f} tasks/hour"
         )
     if info.sandbox_start:
         bare, task = info.sandbox_start

@@ -52,6 +52,8 @@ class TrialResult(BaseModel):
     agent_seconds: float = 0.0
     verifier_seconds: float = 0.0
     finished_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    task_digest: str | None = None
+    """The task folder's digest when the trial ran (a changed task runs again on resume)."""
 
 
 class RunInfo(BaseModel):
@@ -69,6 +71,9 @@ class RunInfo(BaseModel):
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     wall_seconds: float | None = None
     """The whole run's wall time (of its last invocation, when resumed)."""
+
+    trials_run: int | None = None
+    """Trials the last invocation ran (the others were reused from an earlier one)."""
 
     sandbox_start: tuple[float, float] | None = None
     """Median seconds to start bare `bwrap true` and a task's sandbox, measured after the run."""

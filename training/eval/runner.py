@@ -15,6 +15,7 @@ repository must fail.
 """
 
 import asyncio
+import hashlib
 import os
 import subprocess
 import time
@@ -106,25 +107,33 @@ class BenchRunner:
         self.budget = budget or Budget()
         self.concurrency = concurrency or max(1, os.cpu_count() or 1)
         self.hidden = hidden_paths(self.run_dir, self.tasks)
+        self.reused = 0
 
     async def run(
         self, info: RunInfo, *, on_result: OnResult | None = None, restart: bool = False
     ) -> list[TrialResult]:
-        """Every planned trial's result, those already in the run folder reused unless
-        `restart`; in the plan's order."""
+        """Every planned trial's result, in the plan's order. A result already in the run
+        folder is reused unless `restart` or its task has changed since (`reused` counts
+        them)."""
         require_bubblewrap()
         if info.mode == "agent" and self.runtime is None:
             raise TrainingError("agent trials need an agent runtime")
         save_run(self.run_dir, info)
         gate = asyncio.Semaphore(self.concurrency)
         trials = plan(self.tasks, info.mode, info.attempts)
+        digests = {task.name: task_digest(task) for task in self.tasks}
+        self.reused = 0
 
         async def one(trial: Trial) -> TrialResult:
             dirs = TrialDirs(self.run_dir / trial.task.name / trial.name)
+            digest = digests[trial.task.name]
             done = None if restart else load_result(dirs.root)
-            if done is None:
+            if done is not None and done.task_digest == digest:
+                self.reused += 1
+            else:
                 async with gate:
                     done = await self._trial(trial, dirs)
+                done.task_digest = digest
                 save_result(dirs.root, done)
             if on_result is not None:
                 on_result(done)
@@ -226,6 +235,17 @@ class BenchRunner:
             "problem": result.problem,
         }
         self.runtime.store.record_outcome(Outcome(result.thread_id, "verifier_reward", detail))
+
+
+def task_digest(task: Task) -> str:
+    """Every file of the task folder, names and bytes: a result graded against other tests,
+    another solution or another starting repository is not this task's."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in task.root.rglob("*") if p.is_file() or p.is_symlink()):
+        digest.update(path.relative_to(task.root).as_posix().encode() + b"\0")
+        content = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        digest.update(hashlib.sha256(content).digest())
+    return digest.hexdigest()
 
 
 def hidden_paths(run_dir: Path, tasks: Sequence[Task]) -> list[Path]:

@@ -78,6 +78,12 @@ async def test_a_resumed_run_keeps_finished_trials(
     assert "calc-add" not in again.engine.seen  # not run again
     assert "value-two" in again.engine.seen
     assert again.results[0].finished_at == first.results[0].finished_at
+    # A task changed since (here its tests accept 3): its trials are not its results any more.
+    test_sh = value_task / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text().replace("= 2 ]", "= 3 ]"))
+    third = await run_bench(outside, [calc_task, value_task], plays)
+    assert [r.passed for r in third.results] == [True, True]
+    assert "calc-add" not in third.engine.seen
 
 
 async def test_attempts_give_pass_at_k(outside: Path, value_task: Path):

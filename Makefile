@@ -92,7 +92,7 @@ $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml setup.py | $(BIN)/python
-	$(PIP) -e '.[test,kernels,bench]'
+	$(PIP) -e '.[test,kernels,bench,train]'
 	@touch $@ $(VENV)/.installed
 
 # The agent against real OpenAI-compatible servers, not part of `make test`: llama-cpp-python's

@@ -36,6 +36,7 @@ from opencomposer.training.errors import TrainingError
 if TYPE_CHECKING:
     from opencomposer.config import Settings
     from opencomposer.training.eval.results import RunInfo, TrialResult
+    from opencomposer.training.eval.runner import Budget
     from opencomposer.training.eval.task import Task
 
 TaskPaths = Annotated[
@@ -140,6 +141,15 @@ def run(
     restart: Annotated[
         bool, typer.Option("--restart", help="Run finished trials again.", metavar=FLAG)
     ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="Run the trials on Ray workers, one per --concurrency: 'local' starts Ray "
+            "here; else a cluster address (auto, HOST:PORT, ray://HOST:PORT). Needs the run "
+            "and task folders at the same paths on every node.",
+        ),
+    ] = None,
     price: Annotated[
         str | None,
         typer.Option(
@@ -152,6 +162,7 @@ def run(
     """Run the tasks with the agent (or their oracles) and grade every trial."""
     from opencomposer.training.eval.report import oracle_checks
     from opencomposer.training.eval.results import RunInfo
+    from opencomposer.training.eval.runner import Budget
     from opencomposer.training.eval.task import load_task
 
     tasks = [load_task(folder) for folder in _task_folders(paths, only)]
@@ -170,7 +181,7 @@ def run(
         price=_price(price),
     )
     results = asyncio.run(
-        _run(settings, run_dir, tasks, info, concurrency, max_steps, max_tokens, restart)
+        _run(settings, run_dir, tasks, info, Budget(max_steps, max_tokens), restart, ray)
     )
     _write_report(run_dir)
     out.print(f"run folder: {escape(str(run_dir))}")
@@ -183,28 +194,28 @@ async def _run(
     run_dir: Path,
     tasks: "list[Task]",
     info: "RunInfo",
-    concurrency: int | None,
-    max_steps: int | None,
-    max_tokens: int | None,
+    budget: "Budget",
     restart: bool,
+    ray: str | None,
 ) -> "list[TrialResult]":
     from opencomposer.agent.runtime import AgentRuntime
     from opencomposer.serving.engines import make_engine
     from opencomposer.serving.engines.base import Engine
-    from opencomposer.training.eval.runner import BenchRunner, Budget, bench_settings, hidden_paths
+    from opencomposer.training.eval.ray_trials import run_on_ray
+    from opencomposer.training.eval.runner import BenchRunner, bench_settings, hidden_paths
 
     runtime: AgentRuntime | None = None
     engine: Engine | None = None
-    if info.mode == "agent":
-        settings = bench_settings(settings, hidden_paths(run_dir, tasks))
-        engine = make_engine(settings.engine, settings.models_dir)
-        runtime = AgentRuntime(settings, engine)
+    if info.mode == "agent" and ray is None:  # Ray workers build their own
+        agent_settings = bench_settings(settings, hidden_paths(run_dir, tasks))
+        engine = make_engine(agent_settings.engine, agent_settings.models_dir)
+        runtime = AgentRuntime(agent_settings, engine)
     runner = BenchRunner(
         run_dir,
         tasks,
         data_dir=settings.home,
         runtime=runtime,
-        budget=Budget(max_steps, max_tokens),
+        budget=budget,
         concurrency=info.concurrency,
     )
     columns = (
@@ -230,7 +241,18 @@ async def _run(
                     )
 
             started = time.monotonic()
-            results = await runner.run(info, on_result=done, restart=restart)
+            if ray is None:
+                results = await runner.run(info, on_result=done, restart=restart)
+            else:
+                results = await run_on_ray(
+                    ray,
+                    runner,
+                    info,
+                    settings,
+                    workers=info.concurrency,
+                    on_result=done,
+                    restart=restart,
+                )
             info.wall_seconds = time.monotonic() - started
             info.trials_run = len(results) - runner.reused
         await _measure_sandbox_start(info, run_dir, settings.home)

@@ -19,7 +19,7 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from opencomposer.training.eval.verifier import Verdict, verify
 from opencomposer.training.eval.workspace import TrialDirs, build_workspace
 
 OnResult = Callable[[TrialResult], None]
+Execute = Callable[["Trial"], Awaitable[TrialResult]]
 
 
 @dataclass(frozen=True)
@@ -110,14 +111,20 @@ class BenchRunner:
         self.reused = 0
 
     async def run(
-        self, info: RunInfo, *, on_result: OnResult | None = None, restart: bool = False
+        self,
+        info: RunInfo,
+        *,
+        on_result: OnResult | None = None,
+        restart: bool = False,
+        execute: Execute | None = None,
     ) -> list[TrialResult]:
         """Every planned trial's result, in the plan's order. A result already in the run
         folder is reused unless `restart` or its task has changed since (`reused` counts
-        them)."""
+        them). `execute` runs one trial elsewhere (a Ray worker); by default, `self.trial`."""
         require_bubblewrap()
-        if info.mode == "agent" and self.runtime is None:
+        if info.mode == "agent" and self.runtime is None and execute is None:
             raise TrainingError("agent trials need an agent runtime")
+        execute = execute or self.trial
         save_run(self.run_dir, info)
         gate = asyncio.Semaphore(self.concurrency)
         trials = plan(self.tasks, info.mode, info.attempts)
@@ -132,7 +139,7 @@ class BenchRunner:
                 self.reused += 1
             else:
                 async with gate:
-                    done = await self._trial(trial, dirs)
+                    done = await execute(trial)
                 done.task_digest = digest
                 save_result(dirs.root, done)
             if on_result is not None:
@@ -141,18 +148,14 @@ class BenchRunner:
 
         return list(await asyncio.gather(*(one(trial) for trial in trials)))
 
+    async def trial(self, trial: Trial) -> TrialResult:
+        """One trial, start to grade, in its folder of the run (whatever was there is
+        replaced)."""
+        return await self._trial(trial, TrialDirs(self.run_dir / trial.task.name / trial.name))
+
     async def _trial(self, trial: Trial, dirs: TrialDirs) -> TrialResult:
         task = trial.task
-        result = TrialResult(
-            task=task.name,
-            category=task.category,
-            difficulty=task.config.metadata.difficulty,
-            kind=trial.kind,
-            attempt=trial.attempt,
-            reward=0.0,
-            passed=False,
-            reward_source="none",
-        )
+        result = unfinished(trial)
         started = time.monotonic()
         try:
             await build_workspace(task, dirs, data_dir=self.data_dir, hidden=self.hidden)
@@ -235,6 +238,21 @@ class BenchRunner:
             "problem": result.problem,
         }
         self.runtime.store.record_outcome(Outcome(result.thread_id, "verifier_reward", detail))
+
+
+def unfinished(trial: Trial) -> TrialResult:
+    """A trial's result before it has earned anything: reward 0 until the verifier says."""
+    task = trial.task
+    return TrialResult(
+        task=task.name,
+        category=task.category,
+        difficulty=task.config.metadata.difficulty,
+        kind=trial.kind,
+        attempt=trial.attempt,
+        reward=0.0,
+        passed=False,
+        reward_source="none",
+    )
 
 
 def task_digest(task: Task) -> str:

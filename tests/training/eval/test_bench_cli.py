@@ -85,3 +85,27 @@ def test_an_oracle_run_fails_on_an_invalid_task(outside: Path, calc_task: Path, 
     info = json.loads((outside / "o" / "run.json").read_text())
     bare, task = info["sandbox_start"]
     assert bare > 0 and task > 0 and info["wall_seconds"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("bwrap")
+def test_trials_run_on_ray_workers(outside: Path, calc_task: Path, value_task: Path):
+    """`--ray local`: the trials run in Ray actors, each with its own runtime and engine (here
+    the fake upstream, reached over loopback from the worker processes)."""
+    pytest.importorskip("ray")
+    with ThreadedFakeOpenAI() as fake:
+        fake.enqueue(
+            Compose(
+                calls=[("write_file", {"path": "value.txt", "content": "2\n", "overwrite": True})]
+            ),
+            Compose(text="Done."),
+        )
+        out = outside / "ray"
+        args = ["run", str(value_task), "--engine", f"openai:{fake.base_url}", "--out", str(out)]
+        bench(*args, "--ray", "local", "--concurrency", "1")
+    result = json.loads((out / "value-two" / "attempt-0" / "result.json").read_text())
+    assert result["passed"] is True and result["tool_calls"] == 1 and result["thread_id"]
+    oracle = bench(
+        "run", "--oracle", str(calc_task.parent), "--ray", "local", "--out", str(outside / "o")
+    )
+    assert "2 of 2 tasks valid" in oracle.stdout

@@ -98,6 +98,7 @@ async def run_script(
     limits = sandbox.limits.open()
     loop = asyncio.get_running_loop()
     started = loop.time()
+    capture = _Capture()
     try:
         process = await sandbox.spawn(
             f"exec 2>&1; {command}",
@@ -108,38 +109,43 @@ async def run_script(
             limits=limits,
         )
         try:
-            output = await asyncio.wait_for(_read(process), timeout)
+            await asyncio.wait_for(capture.read(process), timeout)
             exit_code: int | None = await process.wait()
         except TimeoutError:
-            _kill(process)
-            output, exit_code = b"", None
+            exit_code = None
         finally:
             _kill(process)
             await process.wait()
     finally:
         await limits.release()
-    text = output.decode("utf-8", errors="replace")
+    text = capture.text()
     if exit_code is None:
         text += f"\n[stopped after {timeout:g} s]"
     return ScriptRun(exit_code, text, loop.time() - started)
 
 
-async def _read(process: asyncio.subprocess.Process) -> bytes:
-    """The script's output (its stderr joins its stdout), then what bubblewrap itself said."""
-    assert process.stdout is not None and process.stderr is not None
-    output, errors = await asyncio.gather(_capped(process.stdout), _capped(process.stderr))
-    await process.wait()
-    return output + errors
+class _Capture:
+    """What the script printed so far (its stderr joins its stdout; then bubblewrap's own
+    stderr), the head kept up to the cap; read whole or after a timeout cut it short."""
 
+    def __init__(self) -> None:
+        self.output = bytearray()
+        self.errors = bytearray()
 
-async def _capped(stream: asyncio.StreamReader) -> bytes:
-    chunks: list[bytes] = []
-    kept = 0
-    while chunk := await stream.read(65536):
-        if kept < OUTPUT_CAP:
-            chunks.append(chunk[: OUTPUT_CAP - kept])
-            kept += len(chunks[-1])
-    return b"".join(chunks)
+    async def read(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        await asyncio.gather(
+            self._drain(process.stdout, self.output), self._drain(process.stderr, self.errors)
+        )
+        await process.wait()
+
+    @staticmethod
+    async def _drain(stream: asyncio.StreamReader, into: bytearray) -> None:
+        while chunk := await stream.read(65536):
+            into += chunk[: max(0, OUTPUT_CAP - len(into))]
+
+    def text(self) -> str:
+        return bytes(self.output + self.errors).decode("utf-8", errors="replace")
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:

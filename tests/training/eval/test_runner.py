@@ -115,3 +115,17 @@ async def test_a_failing_setup_is_the_trials_error_not_the_runs(
     assert by_task["calc-add"].error.startswith("environment: ")
     assert "exited with 3" in by_task["calc-add"].error and "broken" in by_task["calc-add"].error
     assert by_task["value-two"].error is None and by_task["value-two"].reward == 0.0
+
+
+async def test_a_hung_verifier_is_stopped_and_keeps_what_it_printed(
+    outside: Path, value_task: Path
+):
+    (value_task / "tests" / "test.sh").write_text("echo checking value; sleep 600\n")
+    toml = value_task / "task.toml"
+    toml.write_text(toml.read_text() + "\n[verifier]\ntimeout_sec = 2.0\n")
+    run = await run_bench(outside, [value_task], {"value-two": WRONG_VALUE})
+    (result,) = run.results
+    assert result.reward == 0.0 and result.problem == "the tests ran past 2 s"
+    log = run.run_dir / "value-two" / "attempt-0" / "private" / "verifier" / "test-output.log"
+    assert log.read_text().startswith("checking value\n")
+    assert "[stopped after 2 s]" in log.read_text()

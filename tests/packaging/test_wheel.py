@@ -97,6 +97,10 @@ def test_wheel_holds_every_subpackage_and_no_bare_module(wheel: Path):
     for data in data_files:  # tree-sitter queries and prompt templates, loaded at run time
         relative = data.relative_to(REPO / "agent").as_posix()
         assert f"opencomposer/agent/{relative}" in names, relative
+    tasks = sorted((REPO / "training" / "eval" / "tasks").rglob("*"))
+    for task_file in (path for path in tasks if path.is_file()):  # the built-in bench suite
+        relative = task_file.relative_to(REPO / "training").as_posix()
+        assert f"opencomposer/training/{relative}" in names, relative
     entry_points = (
         zipfile.ZipFile(wheel)
         .read(next(n for n in names if n.endswith("entry_points.txt")))
@@ -122,6 +126,8 @@ def test_installed_command_works_from_a_fresh_venv(fresh_venv: Path, tmp_path: P
     schema = json.loads(run("opencomposer", "protocol", "schema").stdout)
     assert "turn/start" in schema["methods"]
     assert "no traces yet" in run("opencomposer", "traces", "list").stdout
+    listed = json.loads(run("opencomposer", "bench", "list", "--json").stdout)
+    assert len(listed) >= 20 and not any(row.get("problems") for row in listed)
 
     python = str(bin_dir / "python")
     located = run(

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from opencomposer.bench.report import print_bench
-from opencomposer.serving.cli import eval_cmd
+from opencomposer.serving.cli import eval_cmd, smith_cmd
 from opencomposer.serving.cli.help_style import CommandApp
 from opencomposer.serving.cli.options import (
     FLAG,
@@ -28,6 +28,8 @@ bench_app.command("list")(eval_cmd.list_tasks)
 bench_app.command("run")(eval_cmd.run)
 bench_app.command("report")(eval_cmd.report)
 bench_app.command("compare")(eval_cmd.compare)
+bench_app.command("generate")(smith_cmd.generate)
+bench_app.command("import")(smith_cmd.import_swebench)
 
 
 @bench_app.command("tools")

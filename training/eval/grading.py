@@ -108,3 +108,33 @@ def known_log_parser(name: str) -> bool:
     except ImportError as exc:
         raise TrainingError(f"{_INSTALL} ({exc})") from None
     return name in PARSER_REGISTRY
+
+
+@dataclass(frozen=True)
+class TestOutcomes:
+    """What one test log says of each test, read as the grader reads it."""
+
+    status: dict[str, str]
+    """Test id (as the parser keys it) to SWE-bench's PASSED, FAILED, SKIPPED, ERROR, XFAIL."""
+
+    ambiguous: frozenset[str]
+    """Ids the log names more than once (parametrized ids the parser cuts at a space, or
+    contradicting lines): a grade over them could not say which case it read."""
+
+
+def test_outcomes(output: str, log_parser: str = "parse_log_pytest") -> TestOutcomes:
+    """The statuses a test run's output gives, by the same parser the grader uses: what a task
+    generator records as FAIL_TO_PASS and PASS_TO_PASS is what grading will read back."""
+    try:
+        from swebench.harness.log_parsers import PARSER_REGISTRY
+        from swebench.types import TestSpec
+    except ImportError as exc:
+        raise TrainingError(f"{_INSTALL} ({exc})") from None
+    parse = PARSER_REGISTRY[log_parser]
+    test_spec = TestSpec("task", "", [], "", "", [], [], log_parser=log_parser)
+    seen: dict[str, int] = {}
+    for line in output.splitlines():
+        for test in parse(line, test_spec):
+            seen[test] = seen.get(test, 0) + 1
+    ambiguous = {test for test, count in seen.items() if count > 1}
+    return TestOutcomes(parse(output, test_spec), frozenset(ambiguous))

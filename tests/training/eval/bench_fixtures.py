@@ -1,5 +1,8 @@
 """A bench run in-process: the real runner, runtime and tool harness, a playbook engine."""
 
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +14,18 @@ from opencomposer.config import Settings
 from opencomposer.training.eval.results import Mode, RunInfo, TrialResult
 from opencomposer.training.eval.runner import BenchRunner, bench_settings, hidden_paths
 from opencomposer.training.eval.task import load_task
+
+CLI = str(Path(sys.executable).parent / "opencomposer")
+
+
+def bench(*args: str, rc: int = 0, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`opencomposer bench ARGS` in a process of its own, as a user runs it."""
+    proc = subprocess.run(
+        [CLI, "bench", *args], capture_output=True, text=True, timeout=timeout, env=os.environ
+    )
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
 
 
 @dataclass

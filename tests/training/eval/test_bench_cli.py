@@ -2,24 +2,12 @@
 served by an OpenAI-compatible upstream (the fake server), reports with their plots."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.fake_openai import Compose, ThreadedFakeOpenAI
 
-CLI = str(Path(sys.executable).parent / "opencomposer")
-
-
-def bench(*args: str, rc: int = 0, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [CLI, "bench", *args], capture_output=True, text=True, timeout=timeout, env=os.environ
-    )
-    assert proc.returncode == rc, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    return proc
+from .bench_fixtures import bench
 
 
 @pytest.fixture

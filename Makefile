@@ -11,7 +11,7 @@ SYSTEM_PACKAGES := bubblewrap:bwrap git:git
 # What only the tests drive: the web page and VS Code's workbench are checked in a real
 # headless Chromium; the VS Code extension is built and tested with Node (the machine image has
 # Node 20; Debian's is a fallback), and code-server's native modules build against Kerberos.
-TEST_SYSTEM_PACKAGES := chromium:chromium nodejs:node npm:npm libkrb5-dev:krb5-config
+TEST_SYSTEM_PACKAGES := chromium:chromium nodejs:node npm:npm libkrb5-dev:krb5-config golang-go:go
 VSCODE := extension-bridge/vscode
 # The real VS Code the extension is tested in (code-server, under the build folder).
 CODE_SERVER := build/code-server
@@ -120,10 +120,14 @@ bench: $(VENV)/.installed-test
 	$(BIN)/opencomposer bench security
 	$(BIN)/opencomposer engine bench
 
-# Every bench task's oracle check: the built-in suite (also in `make test`), then tasks generated
-# from PyPI sdists (needs PyPI; minutes). Exits nonzero when any task is invalid.
+# Every bench task's oracle check: the built-in suite (also in `make test`), then the tasks
+# generated afresh from the pinned PyPI sdists (needs PyPI; about 5 minutes on 2 cores, then 3 to
+# check). Exits nonzero when any task is invalid.
 bench-oracle: system-packages $(VENV)/.installed-test
 	$(BIN)/opencomposer bench run --oracle --restart --out build/bench-oracle/builtin
+	$(BIN)/opencomposer bench generate --out build/bench-tasks/generated
+	$(BIN)/opencomposer bench run --oracle --restart --out build/bench-oracle/generated \
+	  build/bench-tasks/generated
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache $(VSCODE)/node_modules $(VSCODE)/out \

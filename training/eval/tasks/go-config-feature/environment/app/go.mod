@@ -1,0 +1,3 @@
+module example.com/shipd
+
+go 1.19

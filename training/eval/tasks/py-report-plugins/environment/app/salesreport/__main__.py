@@ -1,0 +1,3 @@
+from salesreport.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,3 @@
+from geokit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+cp -r /solution/files/. /app/

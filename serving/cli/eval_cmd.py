@@ -126,6 +126,15 @@ def run(
             metavar=FLAG,
         ),
     ] = False,
+    oracle_agent: Annotated[
+        bool,
+        typer.Option(
+            "--oracle-agent",
+            help="The agent runtime with a scripted engine that applies each task's solution "
+            "through the agent's tools: the upper bound the harness allows.",
+            metavar=FLAG,
+        ),
+    ] = False,
     engine: EngineSpec = None,
     model: Annotated[str | None, typer.Option(help="Model id (sets engine.model).")] = None,
     attempts: Annotated[int, typer.Option(min=1, help="Trials per task (for pass@k).")] = 1,
@@ -170,7 +179,13 @@ def run(
     settings = settings_for(None, overrides).settings
     run_dir = (out_dir or Path("bench-runs") / _run_id()).resolve()
     mode: Literal["agent", "oracle"] = "oracle" if oracle else "agent"
+    if oracle and oracle_agent:
+        raise TrainingError("--oracle checks the tasks, --oracle-agent the harness: pick one")
     engine_name = "oracle" if oracle else f"{settings.engine.backend}:{settings.engine.model}"
+    if oracle_agent:
+        if ray is not None:
+            raise TrainingError("--oracle-agent runs here, not on Ray workers")
+        engine_name = "oracle-agent"
     info = RunInfo(
         run_id=run_dir.name,
         mode=mode,
@@ -201,6 +216,7 @@ async def _run(
     from opencomposer.agent.runtime import AgentRuntime
     from opencomposer.serving.engines import make_engine
     from opencomposer.serving.engines.base import Engine
+    from opencomposer.training.eval.oracle_engine import OracleEngine
     from opencomposer.training.eval.ray_trials import run_on_ray
     from opencomposer.training.eval.runner import BenchRunner, bench_settings, hidden_paths
 
@@ -208,7 +224,11 @@ async def _run(
     engine: Engine | None = None
     if info.mode == "agent" and ray is None:  # Ray workers build their own
         agent_settings = bench_settings(settings, hidden_paths(run_dir, tasks))
-        engine = make_engine(agent_settings.engine, agent_settings.models_dir)
+        engine = (
+            OracleEngine(tasks)
+            if info.engine == "oracle-agent"
+            else make_engine(agent_settings.engine, agent_settings.models_dir)
+        )
         runtime = AgentRuntime(agent_settings, engine)
     runner = BenchRunner(
         run_dir,

@@ -11,6 +11,7 @@ from support.playbook_engine import PlaybookEngine, Step
 
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.config import Settings
+from opencomposer.serving.engines.base import Engine
 from opencomposer.training.eval.results import Mode, RunInfo, TrialResult
 from opencomposer.training.eval.runner import BenchRunner, bench_settings, hidden_paths
 from opencomposer.training.eval.task import load_task
@@ -31,7 +32,7 @@ def bench(*args: str, rc: int = 0, timeout: float = 300) -> subprocess.Completed
 @dataclass
 class BenchRun:
     results: list[TrialResult]
-    engine: PlaybookEngine
+    engine: Engine
     run_dir: Path
     outcomes: dict[str, list[dict]]
     """Thread id -> the outcomes the trace store holds for it."""
@@ -45,13 +46,14 @@ async def run_bench(
     mode: Mode = "agent",
     attempts: int = 1,
     run_dir: Path | None = None,
+    engine: Engine | None = None,
 ) -> BenchRun:
     """`root` holds the run folder and opencomposer's home; it should be visible from inside
     the sandbox (not under /tmp, which is private there), so that hiding is what is tested."""
     loaded = [load_task(task) for task in tasks]
     run_dir = run_dir or root / "run"
     settings = Settings(home=root / "home", models_dir=root / "models")
-    engine = PlaybookEngine(plays or {})
+    engine = engine or PlaybookEngine(plays or {})
     runtime = None
     if mode == "agent":
         runtime = AgentRuntime(bench_settings(settings, hidden_paths(run_dir, loaded)), engine)

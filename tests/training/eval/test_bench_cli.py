@@ -75,6 +75,21 @@ def test_an_oracle_run_fails_on_an_invalid_task(outside: Path, calc_task: Path, 
     assert bare > 0 and task > 0 and info["wall_seconds"] > 0
 
 
+@pytest.mark.usefixtures("bwrap")
+def test_the_oracle_agent_passes_every_valid_task_through_the_agent_runtime(
+    outside: Path, calc_task: Path, value_task: Path
+):
+    out = outside / "upper"
+    bench("run", "--oracle-agent", str(calc_task.parent), "--out", str(out))
+    info = json.loads((out / "run.json").read_text())
+    assert info["engine"] == "oracle-agent" and info["mode"] == "agent"
+    for task in ("calc-add", "value-two"):
+        result = json.loads((out / task / "attempt-0" / "result.json").read_text())
+        assert result["passed"] is True and result["tool_calls"] >= 1 and result["thread_id"]
+    refused = bench("run", "--oracle", "--oracle-agent", str(calc_task), rc=2)
+    assert "pick one" in refused.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("bwrap")
 def test_trials_run_on_ray_workers(outside: Path, calc_task: Path, value_task: Path):

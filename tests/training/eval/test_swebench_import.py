@@ -118,6 +118,8 @@ def test_bad_lines_and_a_missing_clone_are_named_and_the_rest_imported(
         json.dumps({**good, "instance_id": "no-tests", "FAIL_TO_PASS": "[]"}),
         json.dumps({**good, "instance_id": "bad-commit", "base_commit": "HEAD; rm -rf /"}),
         json.dumps(elsewhere),
+        json.dumps({**good, "instance_id": 7}),
+        "[1, 2]",
     ]
     instance_file.write_text("\n".join(lines) + "\n")
     result = bench(
@@ -134,5 +136,6 @@ def test_bad_lines_and_a_missing_clone_are_named_and_the_rest_imported(
     assert "no-tests" in output and "FAIL_TO_PASS" in output
     assert "bad-commit" in output and "base_commit" in output
     assert "no clone of other/repo" in output
+    assert "line 6 (7): instance_id" in output and "line 7 (?)" in output
     assert "1 tasks in" in output
     assert (outside / "tasks" / "ex__calc-1" / "task.toml").is_file()

@@ -87,6 +87,7 @@ def read_instances(path: Path) -> tuple[list[Instance], list[ImportProblem]]:
             problems.append(ImportProblem(number, None, f"not JSON: {exc}"))
         except ValidationError as exc:
             where = data.get("instance_id") if isinstance(data, dict) else None
+            where = None if where is None else str(where)
             fields = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or '(line)'}: {e['msg']}" for e in exc.errors()
             )

@@ -4,6 +4,8 @@ task it writes is valid by its oracle in the real runner, with a real PyPI sdist
 import hashlib
 import io
 import json
+import re
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -271,3 +273,31 @@ async def test_a_folder_of_the_users_is_never_cleared(outside: Path):
     with pytest.raises(TrainingError, match="holds no generated suite"):
         await _generate(outside, _sdist(outside / "cache"), per_package=1, combined=0)
     assert (mine / "notes.txt").read_text() == "keep me\n"
+
+
+async def test_without_protected_paths_test_sh_still_removes_a_planted_fix(
+    outside: Path, shapes_tasks: Path
+):
+    """As under Harbor, which ignores protected_paths: a test module planted beside the tests
+    that loads the original code at collection would pass every FAIL_TO_PASS test; test.sh
+    itself removes it (and puts the edited tests back)."""
+    source = discover_tasks([shapes_tasks])[0]
+    folder = outside / "harbor" / source.name
+    shutil.copytree(source, folder)
+    toml = folder / "task.toml"
+    toml.write_text(re.sub(r"(?m)^protected_paths = .*\n", "", toml.read_text()))
+    assert load_task(folder).config.verifier.protected_paths == []
+    fixes = []
+    for original in sorted((folder / "solution" / "files").rglob("*.py")):
+        relative = original.relative_to(folder / "solution" / "files")
+        module = ".".join(relative.with_suffix("").parts)
+        fixes.append(f"import {module} as m\nexec({original.read_text()!r}, m.__dict__)\n")
+    plays = {
+        "Something broke in shapes": [
+            ("write_file", {"path": "tests/test_000_fix.py", "content": "".join(fixes)}),
+        ]
+    }
+    (result,) = (await run_bench(outside, [folder], plays)).results
+    assert result.restored == [] and result.reward == 0.0
+    log = next((outside / "run" / folder.name).rglob("test-output.log")).read_text()
+    assert "test_000_fix" not in log

@@ -4,11 +4,14 @@ solution/ the files as they were (the oracle is the reverse of the bug)."""
 
 import difflib
 import json
+import shlex
 import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from opencomposer.training.eval.workspace import matches
 
 _DOCKERFILE = """FROM python:3.11-slim
 RUN pip install --no-cache-dir pytest==8.*
@@ -21,8 +24,8 @@ set -euo pipefail
 cp -r /solution/files/. /app/
 """
 _TEST_SH = """#!/bin/bash
-# The project's own tests (protected paths restored first), between SWE-bench's markers; its
-# parser grades the log against tests/config.json.
+# The project's own tests (the protected files put back first), between SWE-bench's markers;
+# its parser grades the log against tests/config.json.
 echo '{start}'
 {command}
 status=$?
@@ -93,7 +96,9 @@ def write_task(task: GeneratedTask, out: Path, *, repo: str, instance_id: str) -
     write_script(solution / "solve.sh", _SOLVE)
     tests = root / "tests"
     tests.mkdir()
-    write_script(tests / "test.sh", test_script(task.test_command))
+    _ship_pristine(task, tests)
+    command = _restore_command(task.protected) + task.test_command
+    write_script(tests / "test.sh", test_script(command))
     config = {
         "instance_id": instance_id,
         "repo": repo,
@@ -105,6 +110,39 @@ def write_task(task: GeneratedTask, out: Path, *, repo: str, instance_id: str) -
     (root / "instruction.md").write_text(task.instruction, encoding="utf-8")
     (root / "task.toml").write_text(_task_toml(task), encoding="utf-8")
     return root
+
+
+def _ship_pristine(task: GeneratedTask, tests: Path) -> None:
+    """The protected files as they were, at tests/pristine, and their list: what test.sh puts
+    back itself, so the task stays honest where the runner does not honour protected_paths
+    (Harbor)."""
+    kept = []
+    (tests / "pristine").mkdir()
+    for path in sorted(task.tree.rglob("*")):
+        relative = path.relative_to(task.tree).as_posix()
+        if path.is_file() and not path.is_symlink() and matches(relative, task.protected):
+            target = tests / "pristine" / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            kept.append(relative)
+    (tests / "pristine.list").write_text("".join(f"{r}\n" for r in kept), encoding="utf-8")
+
+
+def _restore_command(patterns: list[str]) -> str:
+    """Shell that copies tests/pristine over /app and removes every other file a protected
+    pattern matches (one the agent planted: a test module patching the library at import)."""
+    tests = " -o ".join(
+        f"-name {shlex.quote(p[3:])}"
+        if p.startswith("**/")
+        else f"-path {shlex.quote('/app/' + p)}"
+        for p in patterns
+    )
+    return (
+        "cp -r /tests/pristine/. /app/\n"
+        f"find /app -path /app/.git -prune -o -type f \\( {tests} \\) -printf '%P\\n' \\\n"
+        "  | grep -vxF -f /tests/pristine.list"
+        ' | while IFS= read -r planted; do rm -f -- "/app/$planted"; done\n'
+    )
 
 
 def test_script(command: str) -> str:

@@ -119,6 +119,8 @@ def test_bad_lines_and_a_missing_clone_are_named_and_the_rest_imported(
         json.dumps({**good, "instance_id": "bad-commit", "base_commit": "HEAD; rm -rf /"}),
         json.dumps(elsewhere),
         json.dumps({**good, "instance_id": 7}),
+        json.dumps({**good, "instance_id": "gone-commit", "base_commit": "deadbeef" * 5}),
+        json.dumps({**good, "instance_id": "no-diff", "test_patch": "add a test, somehow"}),
         "[1, 2]",
     ]
     instance_file.write_text("\n".join(lines) + "\n")
@@ -136,6 +138,10 @@ def test_bad_lines_and_a_missing_clone_are_named_and_the_rest_imported(
     assert "no-tests" in output and "FAIL_TO_PASS" in output
     assert "bad-commit" in output and "base_commit" in output
     assert "no clone of other/repo" in output
-    assert "line 6 (7): instance_id" in output and "line 7 (?)" in output
+    assert "line 6 (7): instance_id" in output and "line 9 (?)" in output
+    # Instances that fail (a commit the clone lacks, a test patch that is no diff) leave nothing.
+    assert "gone-commit" in output and "git archive" in output
+    assert "no-diff" in output and "names no file" in output
+    assert sorted(p.name for p in (outside / "tasks").iterdir()) == ["ex__calc-1"]
     assert "1 tasks in" in output
     assert (outside / "tasks" / "ex__calc-1" / "task.toml").is_file()

@@ -66,6 +66,9 @@ class PackageReport:
 @dataclass
 class _Kept:
     mutations: list[Mutation]
+    broken: dict[str, str]
+    """The mutated files' text, by path."""
+
     run: TestRun
     fail_to_pass: list[str]
     pass_to_pass: list[str]
@@ -128,7 +131,7 @@ class SmithGenerator:
                     self.progress(
                         f"{package.folder}: kept {mutation.kind} at {mutation.path}:{mutation.line}"
                     )
-        report.kept += await self._combine(package, tree, sources, kept, stable, timeout, report)
+        await self._combine(package, tree, sources, kept, stable, timeout, report)
         return report
 
     async def _baseline(self, package: SourcePackage, tree: Path) -> tuple[set[str], float]:
@@ -169,7 +172,7 @@ class SmithGenerator:
             return None, "most of the suite failed"
         if not pass_to_pass:
             return None, "no test still passed"
-        return _Kept(mutations, run, fail_to_pass, pass_to_pass), ""
+        return _Kept(mutations, broken, run, fail_to_pass, pass_to_pass), ""
 
     async def _combine(
         self,
@@ -180,7 +183,7 @@ class SmithGenerator:
         stable: set[str],
         timeout: float,
         report: PackageReport,
-    ) -> int:
+    ) -> None:
         """Up to `combined` tasks of two or three kept bugs each, in as many files as there
         are: every part must still break some test of its own in the mix."""
         rng = random.Random(f"{self.options.seed}:{package.folder}:combined")
@@ -199,20 +202,18 @@ class SmithGenerator:
                 report.reject(why)
                 continue
             self._write(package, tree, outcome, timeout)
+            report.kept += 1
             made += 1
-        return made
 
     def _write(self, package: SourcePackage, tree: Path, kept: _Kept, timeout: float) -> None:
-        broken = _broken_files(_source_files(tree, package), kept.mutations)
         name = _task_name(package, kept.mutations)
-        files = sorted(broken)
         task = GeneratedTask(
             name=name,
             instruction=write_instruction(
-                package.name, kept.fail_to_pass, kept.run.output, _hidden_names(files)
+                package.name, kept.fail_to_pass, kept.run.output, _hidden_names(sorted(kept.broken))
             ),
             tree=tree,
-            broken=broken,
+            broken=kept.broken,
             fail_to_pass=kept.fail_to_pass,
             pass_to_pass=kept.pass_to_pass,
             test_command=test_command(package),
@@ -288,14 +289,13 @@ def _groups(kept: list[_Kept], rng: random.Random, tries: int) -> list[list[_Kep
         if len(groups) >= tries or len(kept) < 2:
             break
         group = rng.sample(kept, min(len(kept), rng.choice((2, 3))))
-        keys = tuple(sorted(m.key for part in group for m in part.mutations))
         mutations = [m for part in group for m in part.mutations]
+        keys = tuple(sorted(m.key for m in mutations))
         if keys in seen or _overlapping(mutations):
             continue
         seen.add(keys)
         groups.append(group)
-    files = {id(g): len({m.path for part in g for m in part.mutations}) for g in groups}
-    return sorted(groups, key=lambda g: -files[id(g)])
+    return sorted(groups, key=lambda g: -len({path for part in g for path in part.broken}))
 
 
 def _overlapping(mutations: list[Mutation]) -> bool:
@@ -322,8 +322,9 @@ def _hidden_names(files: list[str]) -> list[str]:
     for relative in files:
         parts = relative.split("/")
         names += ["/".join(parts[i:]) for i in range(len(parts))]
-        module = relative.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        names += [module.removeprefix("src.")] if "." in module.removeprefix("src.") else []
+        module = relative.removeprefix("src/").removesuffix(".py").removesuffix("/__init__")
+        if "/" in module:  # a top-level module's name is the project's own
+            names.append(module.replace("/", "."))
     return names
 
 

@@ -10,10 +10,13 @@ instance's own `test_cmd`, as SWE-bench-style datasets carry, replaces the defau
 
 import io
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,13 +109,27 @@ def find_clone(repos: Path, repo: str) -> Path:
 
 
 def import_instance(instance: Instance, repos: Path, out: Path) -> Path:
-    """The task folder `out/instance_id`, made from the user's clone of the instance's repo."""
+    """The task folder `out/instance_id`, made from the user's clone of the instance's repo.
+    It is built aside and moved into place whole: an instance that fails halfway leaves
+    nothing behind, and a task imported before stays as it was."""
     clone = find_clone(repos, instance.repo)
-    root = out / instance.instance_id
-    app = root / "environment" / "app"
-    _archive(clone, instance.base_commit, app)
     test_files = _patched_paths(instance.test_patch)
     fixed_files = _patched_paths(instance.patch)
+    out.mkdir(parents=True, exist_ok=True)
+    root = out / instance.instance_id
+    with tempfile.TemporaryDirectory(dir=out, prefix=f".{instance.instance_id}-") as staging:
+        built = Path(staging, "task")
+        _write_task(instance, clone, test_files, fixed_files, built)
+        if root.exists():
+            shutil.rmtree(root)
+        built.replace(root)
+    return root
+
+
+def _write_task(
+    instance: Instance, clone: Path, test_files: list[str], fixed_files: list[str], root: Path
+) -> None:
+    _archive(clone, instance.base_commit, root / "environment" / "app")
     (root / "environment" / "Dockerfile").write_text(_DOCKERFILE, encoding="utf-8")
     tests = root / "tests"
     tests.mkdir(parents=True, exist_ok=True)
@@ -138,7 +155,6 @@ def import_instance(instance: Instance, repos: Path, out: Path) -> Path:
     (root / "instruction.md").write_text(instance.problem_statement.strip() + "\n", "utf-8")
     protected = [*test_files, *(p for p in PLANTED_PATHS if p not in fixed_files)]
     (root / "task.toml").write_text(_task_toml(instance, protected, fixed_files), "utf-8")
-    return root
 
 
 def _archive(clone: Path, commit: str, into: Path) -> None:
@@ -146,7 +162,7 @@ def _archive(clone: Path, commit: str, into: Path) -> None:
     done = subprocess.run(
         ["git", "-C", str(clone), "archive", "--format=tar", commit],
         capture_output=True,
-        env={"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull},
     )
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip()

@@ -68,13 +68,16 @@ def repo(root: Path) -> Path:
 
 
 def host_git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git as the user runs it on the host. Its output is decoded leniently: `git diff` of a
+    crafted repository prints the planted objects, binary unless git spots a NUL in them."""
     env = {**os.environ, **IDENTITY, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
     return subprocess.run(
         ["git", *args],
         cwd=folder,
         env=env,
         capture_output=True,
-        text=True,
+        encoding="utf-8",
+        errors="replace",
         timeout=30,
         stdin=subprocess.DEVNULL,
         check=False,

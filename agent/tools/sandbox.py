@@ -47,9 +47,13 @@ DOCKER_SOCKETS = (Path("/run/docker.sock"), Path("/var/run/docker.sock"))
 # Read-only root, minimal /dev, the sandbox's own /proc, an empty private /tmp.
 _SYSTEM = ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
 _FILESYSTEM = ["--ro-bind", "/", "/", *_SYSTEM]
-# --new-session: no controlling terminal to inject keystrokes into (TIOCSTI).
 # --cap-drop ALL: root inside the sandbox gets no more power than an unprivileged user.
-_PROCESS = ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+# No --new-session: bwrap's child calls setsid() before it forks the sandbox's init and arms
+# --die-with-parent only after, so a group kill landing between the two missed the whole
+# sandbox, which then ran on, detached. The sandbox has no controlling terminal to inject
+# keystrokes into (TIOCSTI) without it: `_start` makes bwrap a session leader with none, and
+# pipes for stdio.
+_PROCESS = ["--die-with-parent", "--cap-drop", "ALL"]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,19 +104,30 @@ async def test_runs_in_own_session_with_bash(sandbox: Sandbox, workspace: Path) 
     assert Path(shell()).name == "bash"
 
 
-async def test_group_kill_right_after_start_leaves_nothing(
-    sandbox: Sandbox, workspace: Path, marker: str, survivors
+@pytest.mark.parametrize("delays_ms", [(0,) * 10, (0.5, 1, 2, 3, 5, 8, 13)])
+async def test_group_kill_at_any_moment_of_the_start_leaves_nothing(
+    sandbox: Sandbox, workspace: Path, marker: str, survivors, delays_ms: tuple[float, ...]
 ) -> None:
     """bwrap arms --die-with-parent only once it runs, so killing bwrap alone in its first
-    milliseconds leaves the sandbox running; its init shares bwrap's process group, and
-    killing the group takes it."""
-    for _ in range(10):
+    milliseconds leaves the sandbox running; killing the group takes it, at whatever moment
+    of the start the kill lands. A sandbox that outlives the kill keeps the pipes open, so
+    the wait is bounded: a hang is a failure, not a stuck suite."""
+    hung = 0
+    for delay in delays_ms:
         process = await sandbox.spawn(
             f"sleep {marker}", cwd=workspace, env={}, network=False, stdin=False
         )
+        time.sleep(delay / 1000)  # blocking: the start goes on in bwrap, not in this loop
         os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-    assert await survivors(marker) == []
+        try:
+            async with asyncio.timeout(5):
+                await process.wait()
+        except TimeoutError:
+            hung += 1
+    alive = await survivors(marker)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert (hung, alive) == (0, [])
 
 
 async def test_resource_limits(sandbox: Sandbox, workspace: Path) -> None:
@@ -249,6 +261,57 @@ async def test_git_hooks_and_config(kind: str, sandbox: Sandbox, repository: Pat
 # ---------------------------------------------------------------------------- bubblewrap
 
 
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()]
+
+
+async def test_the_sandbox_init_stays_in_bwraps_process_group(
+    bwrap: Path, workspace: Path, marker: str, started
+) -> None:
+    """What makes the group kill whole: bwrap's child, the init of the sandbox's pid
+    namespace, stays in bwrap's process group (bwrap's --new-session would move it out before
+    it arms --die-with-parent, the race the test above can only hit under load)."""
+    sandbox = BubblewrapSandbox(workspace, bwrap, [])
+    process = await sandbox.spawn(
+        f"sleep {marker}", cwd=workspace, env={}, network=False, stdin=False
+    )
+    try:
+        assert await started(marker, 3)  # bwrap, the init and the command name the marker
+        [init] = _children(process.pid)
+        assert os.getpgid(init) == process.pid
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+
+
+async def test_a_command_that_leaves_the_group_dies_with_the_sandbox(
+    bwrap: Path, workspace: Path, marker: str, started, survivors
+) -> None:
+    """A command may call setsid itself; it stays in the sandbox's pid namespace, which dies
+    with its init."""
+    sandbox = BubblewrapSandbox(workspace, bwrap, [])
+    process = await sandbox.spawn(
+        f"setsid sleep {marker} & sleep {marker}",
+        cwd=workspace,
+        env={},
+        network=False,
+        stdin=False,
+    )
+    assert await started(marker, 4)  # bwrap, the init and the two commands
+    os.killpg(process.pid, signal.SIGKILL)
+    async with asyncio.timeout(5):
+        await process.wait()
+    assert await survivors(marker) == []
+
+
+async def test_no_controlling_terminal(bwrap: Path, workspace: Path) -> None:
+    """Nothing to inject keystrokes into (TIOCSTI): the sandbox's session has no terminal."""
+    sandbox = BubblewrapSandbox(workspace, bwrap, [])
+    code, _, err = await run(sandbox, "exec 3</dev/tty", workspace)
+    assert code != 0 and "No such device or address" in err
+
+
 async def test_system_is_read_only(bwrap: Path, workspace: Path) -> None:
     sandbox = BubblewrapSandbox(workspace, bwrap, [])
     code, _, err = await run(sandbox, f"touch /etc/opencomposer-{uuid.uuid4().hex}", workspace)
@@ -309,7 +372,7 @@ def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
         "--tmpfs", f"{ws}/.ssh",
         "--ro-bind-try", f"{ws}/.git", f"{ws}/.git",
         "--unshare-all",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--die-with-parent", "--cap-drop", "ALL",
         "--chdir", f"{ws}/sub",
         "--", *sandbox.limits.wrapper, shell(), "-c", "make test",
     ]  # fmt: skip

@@ -12,6 +12,21 @@ of L tokens has L - 1 pairs, but the last one has no teacher inside the document
 L - 1 predicts a token that is not there); being causally last, it changes no other pair,
 so it is not run at all: MTP positions 0 .. L - 3 and their teachers at 1 .. L - 2.
 
+Chained steps (`steps` > 1) train the drafts after the first the way the engine makes them,
+EAGLE-3's "training-time test": draft s + 1 of a round feeds the MTP layer its own step-s output
+state with the next token, at the next position, reading the true entries of the cache before
+the round and its own chain's entries since. So step s at MTP position q takes the step s - 1
+state at q - 1 and token q + 1, and attends to the true entries 0 .. q - s + 1 and to the
+chain's entry of each step 2 .. s at q - s + 2 .. q; its target is the teacher of position q
+(every step at q predicts the same token q + 2). All queries of a step run as one forward per
+document with an explicit mask (`ForwardContext.masks`). Tokens are the data's (a draft that
+was rejected ends the round anyway); on the model's own greedy outputs they are its drafts.
+
+`vocab` trains the drafts for a reduced draft vocabulary (FR-Spec): teacher and student both
+over those rows of the LM head only, the teacher renormalised there. A draft is the argmax
+over the same rows, so that is the distribution it must match, and the vocabulary-wide part
+costs vocab / full of the whole head (8,192 of SmolLM2's 49,152: a sixth).
+
 The vocabulary-wide part (two LM-head products and their log-softmax over 49,152 tokens for
 SmolLM2) runs in chunks of rows under activation checkpointing, so memory holds one chunk's
 logits at a time, in the forward and in the backward; a batch that fits one chunk skips the
@@ -41,11 +56,14 @@ def mtp_distillation_loss(
     *,
     detach_hidden: bool = True,
     chunk_rows: int = CHUNK_ROWS,
+    steps: int = 1,
+    vocab: Tensor | None = None,
 ) -> Tensor:
-    """Mean KL(main head at i + 1 || MTP at i) over the batch's pairs, a scalar with autograd
-    through the MTP layer (and through the shared embedding and head unless they are
-    frozen). `hidden` is `forward_hidden(model, batch, ctx)`; the signature is the
-    pretraining loop's `extra_loss(model, batch, hidden)`.
+    """Mean over chained steps 1 .. `steps` of the mean KL(main head at i + 1 || MTP at i)
+    over the step's pairs: a scalar with autograd through the MTP layer (and through the
+    shared embedding and head unless they are frozen). `hidden` is
+    `forward_hidden(model, batch, ctx)`; the signature is the pretraining loop's
+    `extra_loss(model, batch, hidden)`. `vocab`: [n] token ids drafts are drawn from.
 
     `detach_hidden` (default True) stops the gradient at the MTP layer's input hidden state.
     Frozen-trunk training needs it; for joint training it is still the default because the
@@ -58,34 +76,62 @@ def mtp_distillation_loss(
         raise TrainingError(
             f"hidden states for {hidden.shape[0]} positions, the batch has {len(batch.input_ids)}"
         )
+    if steps < 1:
+        raise TrainingError(f"chained steps must be at least 1, not {steps}")
     source, lengths = _pair_positions(batch.doc_lengths, hidden.device)
     if not lengths:
         raise TrainingError("no document in the batch has the 3 tokens an MTP target needs")
     inputs = hidden.detach() if detach_hidden else hidden
-    model.allocate_kv_cache(len(source))
-    states = model.mtp_forward(
-        batch.input_ids[source + 1], inputs[source], contiguous_context(lengths, hidden.device)
-    )
+    tokens = batch.input_ids[source + 1]
     teacher = hidden[source + 1].detach()
+    head = None if vocab is None else model.lm_head.weight.index_select(0, vocab.to(hidden.device))
+    kl = partial(_mean_kl, model, head, chunk_rows)
+    model.allocate_kv_cache(steps * len(source))
+    state = model.mtp_forward(tokens, inputs[source], contiguous_context(lengths, hidden.device))
+    total = kl(state, teacher)
+    rows = torch.arange(len(source), device=hidden.device)
+    for step in range(2, steps + 1):
+        chained = chained_context(lengths, step, hidden.device)
+        if chained is None:
+            break  # no document is long enough for this step (nor for any later one)
+        ctx, pairs = chained
+        at = torch.full((len(source),), -1, dtype=torch.long, device=hidden.device)
+        at[rows] = torch.arange(len(rows), device=hidden.device)
+        state = model.mtp_forward(tokens[pairs], state[at[pairs - 1]], ctx)
+        total = total + kl(state, teacher[pairs])
+        rows = pairs
+    return total / steps
+
+
+def _mean_kl(
+    model: CausalLM, head: Tensor | None, chunk_rows: int, states: Tensor, teacher: Tensor
+) -> Tensor:
+    """Mean KL(teacher || student) over rows, chunk by chunk (see the module docstring)."""
+    chunk_kl = partial(_chunk_kl, model, head)
     total = states.new_zeros((), dtype=torch.float32)
-    chunk_kl = partial(_chunk_kl, model)
     # One chunk gains nothing from checkpointing (its logits are live at the peak either
     # way) and would pay a second pass over the vocabulary in the backward.
-    recompute = len(source) > chunk_rows and torch.is_grad_enabled() and states.requires_grad
-    for start in range(0, len(source), chunk_rows):
+    recompute = len(states) > chunk_rows and torch.is_grad_enabled() and states.requires_grad
+    for start in range(0, len(states), chunk_rows):
         rows = slice(start, start + chunk_rows)
         if recompute:
             total = total + checkpoint(chunk_kl, states[rows], teacher[rows], use_reentrant=False)
         else:
             total = total + chunk_kl(states[rows], teacher[rows])
-    return total / len(source)
+    return total / len(states)
 
 
-def _chunk_kl(model: CausalLM, states: Tensor, teacher_hidden: Tensor) -> Tensor:
-    """Summed KL(teacher || student) of one chunk of rows."""
+def _chunk_kl(
+    model: CausalLM, head: Tensor | None, states: Tensor, teacher_hidden: Tensor
+) -> Tensor:
+    """Summed KL(teacher || student) of one chunk of rows, over `head`'s rows when given."""
+
+    def logits(rows: Tensor) -> Tensor:
+        return model.compute_logits(rows) if head is None else F.linear(rows, head).float()
+
     with torch.no_grad():
-        teacher = F.log_softmax(model.compute_logits(teacher_hidden), dim=-1)
-    student = F.log_softmax(model.compute_logits(states), dim=-1)
+        teacher = F.log_softmax(logits(teacher_hidden), dim=-1)
+    student = F.log_softmax(logits(states), dim=-1)
     return F.kl_div(student, teacher, log_target=True, reduction="sum")
 
 
@@ -110,3 +156,39 @@ def contiguous_context(lengths: list[int], device: torch.device) -> ForwardConte
     ctx.slot_mapping = ctx.slot_mapping.to(device)
     ctx.gather_indices = [g.to(device) for g in ctx.gather_indices]
     return ctx
+
+
+def chained_context(
+    lengths: list[int], step: int, device: torch.device
+) -> tuple[ForwardContext, Tensor] | None:
+    """Chained step `step` (>= 2) of every document with `lengths[d]` pairs: the context of
+    its queries, MTP positions q = step - 1 .. n - 1 of each document, and their pair indices
+    (documents in order); None when no document has such a position. Step m's entries live
+    at slots (m - 1) * pairs + pair index, the true entries (step 1) first."""
+    total = sum(lengths)
+    positions, slots, gathers, masks, query_lens, pairs = [], [], [], {}, [], []
+    offset = 0
+    for n in lengths:
+        if n >= step:
+            q, cols = torch.arange(step - 1, n), torch.arange(n)
+            gathers.append(torch.cat([(m - 1) * total + offset + cols for m in range(1, step + 1)]))
+            # The true entries up to the round's start, then one entry of each chained step.
+            blocks = [cols[None, :] <= (q - step + 1)[:, None]]
+            blocks += [cols[None, :] == (q - step + m)[:, None] for m in range(2, step + 1)]
+            masks[len(query_lens)] = torch.cat(blocks, dim=1).to(device)
+            positions.append(q)
+            slots.append((step - 1) * total + offset + q)
+            pairs.append(offset + q)
+            query_lens.append(n - step + 1)
+        offset += n
+    if not query_lens:
+        return None
+    ctx = ForwardContext(
+        positions=torch.cat(positions).to(device),
+        query_lens=query_lens,
+        context_lens=[step * n for n in lengths if n >= step],
+        slot_mapping=torch.cat(slots).to(device),
+        gather_indices=[g.to(device) for g in gathers],
+        masks=masks,
+    )
+    return ctx, torch.cat(pairs).to(device)

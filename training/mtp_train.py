@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.sequence import SpecStats
@@ -52,8 +52,14 @@ class MTPTrainConfig:
     """Stop training after this much time (the schedule stays laid out for `steps`): for
     shared machines; what ran is recorded."""
     draft_vocab: int = 0
-    """Write a reduced draft vocabulary of this many of the training rows' most frequent
-    tokens (FR-Spec) beside the head; 0, or at least the model's vocabulary: none."""
+    """Train the drafts for a reduced draft vocabulary of this many of the training rows'
+    most frequent tokens (FR-Spec), written beside the head; 0, or at least the model's
+    vocabulary: drafts over the whole vocabulary."""
+    chain_steps: int = 3
+    """Draft steps trained as the engine chains them (`mtp_distillation_loss`'s `steps`);
+    1 trains the first draft only."""
+    autocast: bool = False
+    """bf16 autocast for the trunk's forward and the loss (CPUs with AMX, GPUs)."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,8 @@ class MTPTrainResult:
     after: dict[int, SpecStats] = field(default_factory=dict)
     draft_vocab: Path | None = None
     draft_vocab_coverage: float | None = None
-    """The fraction of held-out tokens inside the draft vocabulary."""
-    after_reduced: dict[int, SpecStats] = field(default_factory=dict)
-    """Held-out acceptance after training with drafts from the draft vocabulary only."""
+    """The fraction of held-out tokens inside the draft vocabulary (acceptance before and
+    after is measured drafting from it, as the engine will)."""
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
@@ -112,15 +117,27 @@ class BatchStream:
 
 
 @torch.no_grad()
-def eval_loss(model: CausalLM, rows: Sequence[PackedRow], batch_rows: int) -> float:
+def eval_loss(
+    model: CausalLM, rows: Sequence[PackedRow], config: MTPTrainConfig, vocab: Tensor | None
+) -> float:
     """Mean distillation loss over held-out rows (each batch weighed by its pairs alike)."""
     losses = []
-    device = next(model.parameters()).device
-    for start in range(0, len(rows), batch_rows):
-        batch = Batch.from_rows(rows[start : start + batch_rows], device)
-        hidden = forward_hidden(model, batch, batch.context())
-        losses.append(float(mtp_distillation_loss(model, batch, hidden)))
+    for start in range(0, len(rows), config.batch_rows):
+        batch = Batch.from_rows(rows[start : start + config.batch_rows], _device(model))
+        losses.append(float(_loss(model, batch, config, vocab)))
     return sum(losses) / len(losses)
+
+
+def _loss(model: CausalLM, batch: Batch, config: MTPTrainConfig, vocab: Tensor | None) -> Tensor:
+    """The distillation loss of one batch, the trunk's forward without autograd."""
+    with torch.autocast(_device(model).type, torch.bfloat16, enabled=config.autocast):
+        with torch.no_grad():
+            hidden = forward_hidden(model, batch, batch.context())
+        return mtp_distillation_loss(model, batch, hidden, steps=config.chain_steps, vocab=vocab)
+
+
+def _device(model: CausalLM) -> torch.device:
+    return next(model.parameters()).device
 
 
 def freeze_trunk(model: CausalLM, trained: list[nn.Parameter]) -> None:
@@ -143,18 +160,25 @@ def train_mtp(
     frozen, and write `out`; `on_step` sees every step, `on_phase` each phase's name."""
     if not rows:
         raise TrainingError("no training rows (an empty corpus?)")
-    if config.steps < 1 or config.lr <= 0 or config.batch_rows < 1:
-        raise TrainingError("steps, lr and batch rows must be positive")
+    if config.steps < 1 or config.lr <= 0 or config.batch_rows < 1 or config.chain_steps < 1:
+        raise TrainingError("steps, lr, batch rows and chained steps must be positive")
     phase = on_phase or (lambda _: None)
     torch.manual_seed(config.seed)
     model, model_config, fresh = load_with_mtp(model_dir, device=config.device, seed=config.seed)
     params = [p for p in mtp_tensors(model, model_config).values() if isinstance(p, nn.Parameter)]
     freeze_trunk(model, params)
     result = MTPTrainResult(head=out, fresh=fresh)
+    device = _device(model)
+    reduced = None
+    if 0 < config.draft_vocab < model.vocab_size:
+        reduced = frequent_tokens(rows, model.vocab_size, config.draft_vocab)
+        if eval_rows:
+            result.draft_vocab_coverage = coverage(eval_rows, reduced)
+    vocab = reduced.to(device) if reduced is not None else None
     if eval_rows:
         phase("held-out acceptance before training")
-        result.eval_loss_before = eval_loss(model, eval_rows, config.batch_rows)
-        result.before = _acceptance(model, eval_rows, config)
+        result.eval_loss_before = eval_loss(model, eval_rows, config, vocab)
+        result.before = _acceptance(model, eval_rows, config, vocab)
     optimizer = torch.optim.AdamW(
         params, lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay
     )
@@ -163,7 +187,6 @@ def train_mtp(
         lambda step: lr_factor(step, config.warmup, config.steps, config.min_lr_ratio),
     )
     stream = BatchStream(rows, config.batch_rows, config.seed)
-    device = next(model.parameters()).device
     phase("training")
     training_started = time.perf_counter()
     for step in range(config.steps):
@@ -173,9 +196,7 @@ def train_mtp(
             break
         started = time.perf_counter()
         batch = Batch.from_rows(stream.next(), device)
-        with torch.no_grad():
-            hidden = forward_hidden(model, batch, batch.context())
-        loss = mtp_distillation_loss(model, batch, hidden)
+        loss = _loss(model, batch, config, vocab)
         loss.backward()
         norm = float(torch.nn.utils.clip_grad_norm_(params, config.clip))
         lr = optimizer.param_groups[0]["lr"]
@@ -189,15 +210,8 @@ def train_mtp(
             on_step(log)
     if eval_rows:
         phase("held-out acceptance after training")
-        result.eval_loss_after = eval_loss(model, eval_rows, config.batch_rows)
-        result.after = _acceptance(model, eval_rows, config)
-    reduced = None
-    if 0 < config.draft_vocab < model.vocab_size:
-        reduced = frequent_tokens(rows, model.vocab_size, config.draft_vocab)
-        if eval_rows:
-            phase("held-out acceptance with the draft vocabulary")
-            result.draft_vocab_coverage = coverage(eval_rows, reduced)
-            result.after_reduced = _acceptance(model, eval_rows, config, reduced.to(device))
+        result.eval_loss_after = eval_loss(model, eval_rows, config, vocab)
+        result.after = _acceptance(model, eval_rows, config, vocab)
     phase("writing the model folder")
     result.head = save_mtp_folder(
         model,
@@ -250,5 +264,4 @@ def _summary(model_dir: Path, config: MTPTrainConfig, result: MTPTrainResult) ->
         "accept_length_before": lengths(result.before),
         "accept_length_after": lengths(result.after),
         "draft_vocab_coverage": result.draft_vocab_coverage,
-        "accept_length_after_draft_vocab": lengths(result.after_reduced),
     }

@@ -1,8 +1,9 @@
 """`opencomposer train ...`: the training stages, each a command over the previous one's output.
 
-data -> tokenizer -> pretrain -> mtp. Each stage's work lives in `opencomposer.training`
-(imported inside the command, so `--help` does not load torch); this module only turns flags
-into calls, shows progress and turns training errors into one-line messages.
+data -> tokenizer -> pretrain -> mtp, and data -> regenerate (the model's own answers) -> mtp.
+Each stage's work lives in `opencomposer.training` (imported inside the command, so `--help`
+does not load torch); this module only turns flags into calls, shows progress and turns
+training errors into one-line messages.
 """
 
 import sys
@@ -275,6 +276,90 @@ def pretrain(
 # --- train mtp -----------------------------------------------------------------------------
 
 
+@train_app.command("regenerate")
+def regenerate(
+    model: Annotated[str, typer.Option(help="A model name (e.g. smollm2-135m) or a folder.")],
+    data_dir: Annotated[
+        Path, typer.Option("--data", "-d", help="Data folder that `train data` wrote.")
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder of samples (text files) to write.")
+    ],
+    count: Annotated[
+        int, typer.Option(min=1, help="Samples in all (resumes after those on disk).")
+    ] = 2000,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens of an answer at most.")] = 192,
+    batch: Annotated[int, typer.Option(min=1, help="Prompts decoded together.")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed of the prompt choices.")] = 0,
+    bf16: Annotated[
+        bool, typer.Option("--bf16", help="Decode in bfloat16 (CPUs with AMX, GPUs).", metavar=FLAG)
+    ] = False,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N.")] = "cpu",
+    threads: Threads = None,
+) -> None:
+    """The model's own greedy answers to prompts cut from a corpus (code, prose, and chat
+    turns about its documented functions), written as text files for `train mtp --data`:
+    a draft head learns best from what the model itself says.
+
+    opencomposer train regenerate --model smollm2-135m --data DATA --out DATA/regenerated
+    """
+    import torch
+    from tokenizers import Tokenizer
+
+    from opencomposer.config import EngineSettings
+    from opencomposer.serving.engines.embedded.chat_format import chat_format_for
+    from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
+    from opencomposer.serving.engines.embedded.service import resolve_model
+    from opencomposer.serving.engines.errors import EngineUnavailable
+    from opencomposer.training import regenerate as regenerating
+    from opencomposer.training.corpus import iter_corpus
+
+    _use_threads(threads)
+    try:
+        models_dir = settings_for(None, {}).settings.models_dir
+        name, folder = resolve_model(EngineSettings(model=model), models_dir)
+        if not (folder / "tokenizer.json").is_file():
+            raise TrainingError(f"{folder}: no tokenizer.json to encode prompts with")
+        with _progress() as progress:
+            task = progress.add_task("reading the corpus", total=None)
+            sources = regenerating.Sources.from_records(iter_corpus(data_dir, "train"))
+            progress.update(task, description="loading the model")
+            llm = load_model(
+                folder, device=device, dtype=torch.bfloat16 if bf16 else torch.float32, mtp=False
+            )
+
+            def advance(result: regenerating.RegenerateResult) -> None:
+                rate = result.output_tokens / result.seconds
+                progress.update(
+                    task,
+                    completed=result.kept + result.written,
+                    description=f"regenerating ({rate:.0f} output tok/s)",
+                )
+
+            result = regenerating.regenerate(
+                llm,
+                Tokenizer.from_file(str(folder / "tokenizer.json")),
+                chat_format_for(folder),
+                sources,
+                out_dir,
+                model_name=name,
+                config=regenerating.RegenerateConfig(
+                    count=count, max_tokens=max_tokens, batch=batch, seed=seed
+                ),
+                on_batch=advance,
+            )
+    except (TrainingError, EngineUnavailable, ModelLoadError) as exc:
+        _fail(str(exc))
+    kinds = ", ".join(f"{kind} {n}" for kind, n in (result.kinds or {}).items())
+    rate = result.output_tokens / result.seconds if result.seconds else 0.0
+    out.print(
+        f"wrote {result.written} samples ({kinds}; {result.output_tokens} answer tokens, "
+        f"{rate:.0f} tok/s), kept {result.kept} already there, in {out_dir}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 @train_app.command("mtp")
 def mtp(
     model: Annotated[str, typer.Option(help="A model name (e.g. smollm2-135m) or a folder.")],
@@ -303,6 +388,18 @@ def mtp(
             "data's most frequent); 0: drafts score the whole vocabulary.",
         ),
     ] = 8192,
+    chain_steps: Annotated[
+        int,
+        typer.Option(
+            min=1, max=8, help="Draft steps trained as the engine chains them (1: the first only)."
+        ),
+    ] = 3,
+    bf16: Annotated[
+        bool,
+        typer.Option(
+            "--bf16", help="bf16 autocast (pays on GPUs and on CPUs with AMX).", metavar=FLAG
+        ),
+    ] = False,
     threads: Threads = None,
     copy_trunk: Annotated[
         bool, typer.Option(help="Copy the trunk's shards instead of linking them.", metavar=FLAG)
@@ -352,6 +449,8 @@ def mtp(
             seed=seed,
             link_trunk=not copy_trunk,
             draft_vocab=draft_vocab,
+            chain_steps=chain_steps,
+            autocast=bf16,
             max_seconds=max_minutes * 60 if max_minutes is not None else None,
         )
         with Progress(
@@ -383,11 +482,10 @@ def mtp(
         console.print(
             f"held-out acceptance length {label}: {lengths or 'not measured'}", soft_wrap=True
         )
-    if result.after_reduced:
-        lengths = ", ".join(f"k={k} {s.accept_length:.3f}" for k, s in result.after_reduced.items())
+    if result.draft_vocab_coverage is not None:
         console.print(
-            f"with the {draft_vocab}-token draft vocabulary ({result.draft_vocab_coverage:.1%} of "
-            f"held-out tokens): {lengths}",
+            f"drafts from the {draft_vocab}-token draft vocabulary "
+            f"({result.draft_vocab_coverage:.1%} of held-out tokens)",
             soft_wrap=True,
         )
     if result.eval_loss_before is not None:

@@ -104,3 +104,111 @@ def test_a_model_without_mtp_is_refused(tmp_path: Path) -> None:
     batch = Batch.from_rows(rows())
     with pytest.raises(TrainingError, match="without an MTP layer"):
         mtp_distillation_loss(plain, batch, forward_hidden(plain, batch, batch.context()))
+
+
+def chained_reference(
+    model: CausalLM, batch: Batch, steps: int, vocab: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The chained loss written the way the engine drafts (`chained_drafts`): each round
+    start of each document its own chain of one-query forwards, reading the true entries up
+    to the round's start and its own chain's entries, fed the data's next token."""
+
+    def log_probs(hidden: torch.Tensor) -> torch.Tensor:
+        logits = model.compute_logits(hidden)
+        return F.log_softmax(logits if vocab is None else logits[:, vocab], -1)
+
+    per_step: list[list[torch.Tensor]] = [[] for _ in range(steps)]
+    offset = 0
+    for length in batch.doc_lengths:
+        ids = batch.input_ids[offset : offset + length]
+        offset += length
+        n = length - 2
+        if n < 1:
+            continue
+        model.allocate_kv_cache(n + n * steps)
+        with torch.no_grad():
+            hidden = model(ids, ForwardContext.contiguous([length]))
+        teacher = log_probs(hidden).detach()
+        first = model.mtp_forward(ids[1 : n + 1], hidden[:n], ForwardContext.contiguous([n]))
+        for start in range(n):
+            chain = n + start * steps  # this round's own slots
+            state = first[start : start + 1]
+            for step in range(1, steps + 1):
+                q = start + step - 1
+                if q >= n:
+                    break
+                if step > 1:
+                    ctx = ForwardContext(
+                        positions=torch.tensor([q]),
+                        query_lens=[1],
+                        context_lens=[start + step],
+                        slot_mapping=torch.tensor([chain + step - 2]),
+                        gather_indices=[
+                            torch.cat(
+                                [torch.arange(start + 1), torch.arange(chain, chain + step - 1)]
+                            )
+                        ],
+                    )
+                    state = model.mtp_forward(ids[q + 1 : q + 2], state, ctx)
+                student = log_probs(state)[0]
+                kl = (teacher[q + 1].exp() * (teacher[q + 1] - student)).sum()
+                per_step[step - 1].append(kl)
+    return torch.stack([torch.stack(kls).mean() for kls in per_step]).mean()
+
+
+def long_rows() -> list[PackedRow]:
+    gen = np.random.default_rng(2)
+    tokens = gen.integers(0, 128, 24).astype(np.int32)
+    # Documents with 1, 2, 3 and 12 pairs: some have no query at the later steps.
+    return [*rows(), PackedRow(tokens, (3, 4, 5, 12))]
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+def test_chained_steps_equal_the_engine_style_reference_with_their_gradients(
+    model: CausalLM, steps: int
+) -> None:
+    batch = Batch.from_rows(long_rows())
+    mtp = list(model.model.layers[3].parameters())  # type: ignore[union-attr,index]
+    with torch.no_grad():
+        hidden = forward_hidden(model, batch, batch.context())
+    model.zero_grad(set_to_none=True)
+    loss = mtp_distillation_loss(model, batch, hidden, steps=steps, chunk_rows=5)
+    loss.backward()
+    grads = [p.grad.clone() for p in mtp if p.grad is not None]
+    model.zero_grad(set_to_none=True)
+    expected = chained_reference(model, batch, steps)
+    expected.backward()
+    assert float(loss.detach()) > 0.1
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert len(grads) == 13
+    for got, want in zip(grads, [p.grad for p in mtp], strict=True):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-4)
+
+
+def test_one_chained_step_is_the_plain_loss(model: CausalLM) -> None:
+    batch = Batch.from_rows(long_rows())
+    with torch.no_grad():
+        hidden = forward_hidden(model, batch, batch.context())
+        plain = mtp_distillation_loss(model, batch, hidden)
+        one = mtp_distillation_loss(model, batch, hidden, steps=1)
+        two = mtp_distillation_loss(model, batch, hidden, steps=2)
+    assert float(one) == float(plain) != pytest.approx(float(two))
+
+
+def test_a_draft_vocabulary_trains_the_drafts_over_its_rows_only(model: CausalLM) -> None:
+    batch = Batch.from_rows(long_rows())
+    vocab = torch.tensor([5, 0, 17, 99, 3, 64, 127, 40])
+    with torch.no_grad():
+        hidden = forward_hidden(model, batch, batch.context())
+        loss = mtp_distillation_loss(model, batch, hidden, steps=2, vocab=vocab)
+        whole = mtp_distillation_loss(model, batch, hidden, steps=2)
+        expected = chained_reference(model, batch, 2, vocab)
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert float(loss) != pytest.approx(float(whole))
+
+
+def test_chained_steps_must_be_positive(model: CausalLM) -> None:
+    batch = Batch.from_rows(rows())
+    hidden = forward_hidden(model, batch, batch.context())
+    with pytest.raises(TrainingError, match="at least 1"):
+        mtp_distillation_loss(model, batch, hidden, steps=0)

@@ -10,8 +10,13 @@ by prefix and rolled back is the block manager's business, not the model's.
 
 Each attention layer owns its cache as a tensor of `[num_slots, *entry_shape]`: K and V per KV
 head for GQA, one compressed latent per token for MLA. This is the reference implementation
-(per-sequence SDPA on gathered entries), exact and simple; fast paged kernels (FlashInfer,
-Triton) come behind the same context later.
+(SDPA on gathered entries), exact and simple; fast paged kernels (FlashInfer, Triton) come
+behind the same context later. A batch whose runs are all short (decodes, speculative
+verifies, drafts: at most `BATCHED_QUERY_MAX` new tokens each) is attended in one SDPA call
+over the runs padded to the longest (`PaddedRuns`); a batch with a prompt in it goes sequence
+by sequence, as padding every run to a prompt's length would cost more than the calls it
+saves. Measured with SmolLM2-135M on 2 CPU cores, 32 sequences decoding: the per-sequence
+calls were 60% of a step.
 """
 
 from dataclasses import dataclass, field
@@ -19,6 +24,27 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+BATCHED_QUERY_MAX = 16
+"""Runs of at most this many new tokens are attended together, padded (see the module)."""
+
+
+@dataclass(frozen=True)
+class PaddedRuns:
+    """The batch's runs laid out as B sequences of Q queries over L cache entries each."""
+
+    slots: Tensor
+    """[B, L] long: each sequence's context slots, then slot 0 as padding."""
+
+    mask: Tensor
+    """[B, 1, Q, L] bool: each query's own mask; a padding query sees its first entry (a
+    row with nothing to see would be NaN)."""
+
+    queries: Tensor
+    """[B * Q] long: the new token each padded query row takes (padding rows take 0)."""
+
+    outputs: Tensor
+    """[T] long: the padded row of each new token, in batch order."""
 
 
 @dataclass
@@ -48,7 +74,11 @@ class ForwardContext:
     """Router replay: decoder-layer index -> [T, top_k] expert ids that layer must use instead
     of choosing (what the sampler's forward recorded); its gate weights stay live."""
 
-    _masks: dict[int, Tensor] = field(default_factory=dict, repr=False)
+    masks: dict[int, Tensor] = field(default_factory=dict, repr=False)
+    _padded: PaddedRuns | None = field(default=None, repr=False)
+    """Sequence index -> its [query_len, context_len] bool attention mask. Missing ones are
+    the causal mask, built on first use and kept here; one given up front replaces it
+    (training's chained MTP steps, whose queries each read their own chain's entries)."""
 
     @classmethod
     def build(
@@ -94,12 +124,36 @@ class ForwardContext:
         )
 
     def mask(self, index: int) -> Tensor:
-        """The causal mask of sequence `index`, built once per forward and shared by every
-        layer, on the device of the positions."""
-        if index not in self._masks:
+        """The mask of sequence `index` (causal unless given), built once per forward and
+        shared by every layer, on the device of the positions."""
+        if index not in self.masks:
             new, total = self.query_lens[index], self.context_lens[index]
-            self._masks[index] = causal_mask(new, total).to(self.positions.device)
-        return self._masks[index]
+            self.masks[index] = causal_mask(new, total).to(self.positions.device)
+        return self.masks[index]
+
+    def padded(self) -> PaddedRuns | None:
+        """The runs padded into one batch, when there are several and all are short (built
+        once per forward, shared by every layer); None otherwise."""
+        if len(self.query_lens) < 2 or max(self.query_lens) > BATCHED_QUERY_MAX:
+            return None
+        if self._padded is None:
+            device = self.positions.device
+            count, width = len(self.query_lens), max(self.query_lens)
+            slots = torch.zeros(count, max(self.context_lens), dtype=torch.long, device=device)
+            mask = torch.zeros(count, width, slots.shape[1], dtype=torch.bool, device=device)
+            mask[:, :, 0] = True
+            queries = torch.zeros(count * width, dtype=torch.long, device=device)
+            outputs = torch.empty(len(self.positions), dtype=torch.long, device=device)
+            for index, ((start, new, total), gather) in enumerate(
+                zip(self.runs(), self.gather_indices, strict=True)
+            ):
+                slots[index, :total] = gather
+                mask[index, :new, :total] = self.mask(index)
+                row = index * width
+                queries[row : row + new] = torch.arange(start, start + new, device=device)
+                outputs[start : start + new] = torch.arange(row, row + new, device=device)
+            self._padded = PaddedRuns(slots, mask[:, None], queries, outputs)
+        return self._padded
 
     def runs(self) -> list[tuple[int, int, int]]:
         """(start, query_len, context_len) of each sequence's new tokens in the batch."""
@@ -129,6 +183,23 @@ def paged_attention(
     and values ([slots, H_kv, D] / [slots, H_kv, D_v]); GQA when H is a multiple of H_kv.
     Returns [T, H, D_v]."""
     heads = q.shape[1]
+    padded = ctx.padded()
+    if padded is not None:
+        count, width = padded.mask.shape[0], padded.mask.shape[2]
+        flat = padded.slots.flatten()  # index_select: 1.3x faster than indexing by [B, L]
+        keys = k_cache.index_select(0, flat).view(*padded.slots.shape, *k_cache.shape[1:])
+        values = v_cache.index_select(0, flat).view(*padded.slots.shape, *v_cache.shape[1:])
+        keys, values = keys.to(q.dtype), values.to(q.dtype)
+        queries = q[padded.queries].view(count, width, heads, -1)
+        attended = F.scaled_dot_product_attention(
+            queries.transpose(1, 2),
+            keys.transpose(1, 2),
+            values.transpose(1, 2),
+            attn_mask=padded.mask,
+            scale=scale,
+            enable_gqa=keys.shape[2] != heads,
+        )
+        return attended.transpose(1, 2).reshape(count * width, heads, -1)[padded.outputs]
     out = q.new_empty(q.shape[0], heads, v_cache.shape[-1])
     for index, ((start, new, _), slots) in enumerate(
         zip(ctx.runs(), ctx.gather_indices, strict=True)

@@ -66,11 +66,11 @@ def test_a_draft_vocabulary_is_written_and_measured(model: Path, tmp_path: Path)
         *("--eval-rows", "2", "--eval-tokens", "8", "--draft-vocab", "64"),
     )
     assert proc.returncode == 0, proc.stderr
-    assert "with the 64-token draft vocabulary (" in proc.stdout
+    assert "drafts from the 64-token draft vocabulary (" in proc.stdout
     served = load_model(out)
     assert served.draft_token_ids is not None and len(served.draft_token_ids) == 64
     summary = json.loads((out / "mtp-training.json").read_text())
-    assert set(summary["accept_length_after_draft_vocab"]) == {"1", "2", "3"}
+    assert set(summary["accept_length_after"]) == {"1", "2", "3"}
     assert 0 < summary["draft_vocab_coverage"] <= 1
 
 

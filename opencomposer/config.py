@@ -115,8 +115,9 @@ class EngineSettings(Section):
     """MTP speculative decoding in the embedded engine: `auto` uses it when the model has an
     MTP layer. Lossless: the output is what plain decoding would produce."""
 
-    draft_tokens: int = Field(default=3, ge=1, le=8)
-    """Tokens the MTP layer drafts per step."""
+    draft_tokens: int | None = Field(default=None, ge=1, le=8)
+    """Tokens the MTP layer drafts per step; unset: what the model's folder says
+    (`speculative.json`, from `opencomposer engine bench --save`), else 3."""
 
     kv_cache_tokens: int = Field(default=16_384, ge=256)
     """Token slots of KV cache the embedded engine allocates (shared by all requests)."""

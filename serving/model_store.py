@@ -7,10 +7,16 @@ engine does not load (a GGUF), converted once into a Hugging Face folder. A loca
 created on this machine (`models init`): a seeded random checkpoint that `training/` trains.
 Either way the model is built in a temporary folder beside `<models_dir>/<name>/` and renamed into
 place with its manifest, so a half-built model never appears.
+
+A packaged model may come with an MTP draft head trained here (`opencomposer train mtp`), kept
+in this package (`model_recipes/<folder>`, a few MB) rather than in the model's wheel: it is
+installed with the model, and added to a model installed before it shipped (or replaced by a
+newer one) on the next `models pull`, so the engine drafts with it by default.
 """
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -52,6 +58,10 @@ class PackagedModel:
     purpose: str
     convert: Converter | None = None
     """Turns the unpacked files into the model folder; None keeps them as they are."""
+
+    mtp_head: str | None = None
+    """A folder of `opencomposer.serving.model_recipes` holding an MTP head for this model
+    (`train mtp`'s mtp.safetensors, its draft vocabulary and its training record)."""
 
 
 @dataclass(frozen=True)
@@ -142,8 +152,12 @@ def pull(name: str, models_dir: Path) -> Path:
         raise ModelPullError(
             f"{name} is not downloaded but created here: run `opencomposer models init {name}`"
         )
+    head = head_folder(model)
     if is_installed(models_dir, name):
-        return model_dir(models_dir, name)
+        installed = model_dir(models_dir, name)
+        if head is not None and _manifest(installed).get("mtp_head") != head_digest(head):
+            return _add_head(name, models_dir, head)
+        return installed
     packaged = model
 
     def build(scratch: Path, staging: Path) -> dict[str, Any]:
@@ -160,9 +174,72 @@ def pull(name: str, models_dir: Path) -> Path:
         if packaged.convert:
             staging.mkdir()
             manifest |= packaged.convert(unpacked, staging)
+        if head is not None:
+            manifest |= install_head(head, staging)
         return manifest
 
     return _install(name, models_dir, build)
+
+
+HEAD_FILES = ("mtp.safetensors", "draft_vocab.safetensors", "speculative.json", "mtp-training.json")
+"""What a shipped MTP head folder holds (the weights first; all that are there are copied;
+speculative.json: the drafts per step measured fastest with it, `engine bench --save`)."""
+
+
+def head_folder(model: PackagedModel | LocalModel) -> Path | None:
+    if not isinstance(model, PackagedModel) or model.mtp_head is None:
+        return None
+    return Path(__file__).parent / "model_recipes" / model.mtp_head
+
+
+def head_digest(head: Path) -> str:
+    """SHA-256 over the head's files, by name: what the manifest records of it."""
+    digest = hashlib.sha256()
+    for name in HEAD_FILES:
+        file = head / name
+        if file.is_file():
+            digest.update(name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def install_head(head: Path, into: Path) -> dict[str, Any]:
+    """The head's files into the model folder `into`, its config.json asking for the MTP
+    layer; the manifest fields that record it."""
+    if not (head / HEAD_FILES[0]).is_file():
+        raise ModelPullError(f"the MTP head in {head} has no {HEAD_FILES[0]}")
+    for name in HEAD_FILES:
+        if (head / name).is_file():
+            shutil.copyfile(head / name, into / name)
+    config = json.loads((into / "config.json").read_text())
+    config["num_nextn_predict_layers"] = 1
+    # A new file renamed over the old: `into` may hold a link to an installed model's config.
+    (into / "config.json.new").write_text(json.dumps(config, indent=2) + "\n")
+    os.replace(into / "config.json.new", into / "config.json")
+    return {"mtp_head": head_digest(head)}
+
+
+def _add_head(name: str, models_dir: Path, head: Path) -> Path:
+    """An installed model rebuilt with the shipped head: its files linked (or copied) into the
+    new folder, which replaces it whole like any install."""
+    installed = model_dir(models_dir, name)
+
+    def build(scratch: Path, staging: Path) -> dict[str, Any]:
+        staging.mkdir()
+        for file in installed.iterdir():
+            if file.is_file() and file.name not in (MANIFEST, *HEAD_FILES):
+                try:
+                    os.link(file, staging / file.name)
+                except OSError:
+                    shutil.copyfile(file, staging / file.name)
+        manifest = {k: v for k, v in _manifest(installed).items() if k != "name"}
+        return manifest | install_head(head, staging)
+
+    return _install(name, models_dir, build)
+
+
+def _manifest(folder: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((folder / MANIFEST).read_text())
+    return data
 
 
 def init(name: str, models_dir: Path, seed: int = 0, force: bool = False) -> Path:

@@ -166,7 +166,12 @@ def chained_context(
     (documents in order); None when no document has such a position. Step m's entries live
     at slots (m - 1) * pairs + pair index, the true entries (step 1) first."""
     total = sum(lengths)
-    positions, slots, gathers, masks, query_lens, pairs = [], [], [], {}, [], []
+    positions: list[Tensor] = []
+    slots: list[Tensor] = []
+    gathers: list[Tensor] = []
+    pairs: list[Tensor] = []
+    masks: dict[int, Tensor] = {}
+    query_lens: list[int] = []
     offset = 0
     for n in lengths:
         if n >= step:

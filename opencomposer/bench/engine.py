@@ -26,6 +26,7 @@ decoded tiny-moe at 5-15 tokens/s and 1 thread at 130-210 (smollm2-135m: 1.1 and
 bench with `--threads 1` there.
 """
 
+import json
 import resource
 import statistics
 import sys
@@ -40,6 +41,7 @@ from tokenizers import Tokenizer
 
 from opencomposer.bench.rows import Row
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
+from opencomposer.serving.engines.embedded.loader import SPECULATIVE_FILE
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions, SpecStats
 
@@ -484,7 +486,35 @@ def run_engine_bench(
         "draft_tokens": draft_tokens if model.num_mtp_layers else 0,
         "repeat": repeat,
     }
+    if drafting:
+        plain_speed = timed["plain"].tokens_per_second
+        info["draft_speedups"] = {
+            k: timed[f"spec {k}"].tokens_per_second / plain_speed for k in drafting
+        }
     return rows, info
+
+
+def save_draft_tokens(folder: Path, info: dict[str, Any]) -> Path:
+    """Write the fastest number of drafts of a bench (0 when none beat plain decoding) into
+    the model's folder, with what it was measured on (`loader.SPECULATIVE_FILE`)."""
+    speedups: dict[int, float] = info["draft_speedups"]
+    best = max(speedups, key=lambda k: speedups[k])
+    record = {
+        "draft_tokens": best if speedups[best] > 1 else 0,
+        "speedup_over_plain": {str(k): round(v, 3) for k, v in speedups.items()},
+        "measured_on": {
+            "device": info["device"],
+            "dtype": info["dtype"],
+            "threads": info["threads"],
+            "max_tokens": info["max_tokens"],
+            "prompt_source": info["prompt_source"],
+        },
+    }
+    path = folder / SPECULATIVE_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record, indent=2) + "\n")
+    temporary.replace(path)
+    return path
 
 
 def _without_draft_vocab(model: CausalLM, run: Callable[[], Timing]) -> Callable[[], Timing]:

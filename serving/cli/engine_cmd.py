@@ -365,9 +365,18 @@ def bench(
             min=1,
             max=8,
             help="Measure MTP drafting 1, 2, ... up to this many tokens per step "
-            "(default: engine.draft_tokens).",
+            "(default: engine.draft_tokens, else the model's own choice and at least 3).",
         ),
     ] = None,
+    save: Annotated[
+        bool,
+        typer.Option(
+            "--save",
+            help="Write the fastest number of drafts into the model's folder "
+            "(speculative.json): the engine then drafts that many by default.",
+            metavar=FLAG,
+        ),
+    ] = False,
     repeat: Annotated[int, typer.Option(min=1, help="Timed runs per figure (median).")] = 3,
     threads: Annotated[
         int | None,
@@ -383,8 +392,13 @@ def bench(
     ours vs transformers' generate, batch scaling, prefill, peak memory."""
     import torch
 
-    from opencomposer.bench.engine import BenchError, run_engine_bench
+    from opencomposer.bench.engine import BenchError, run_engine_bench, save_draft_tokens
     from opencomposer.bench.report import print_bench
+    from opencomposer.serving.engines.embedded.loader import (
+        DEFAULT_DRAFT_TOKENS,
+        ModelLoadError,
+        model_draft_tokens,
+    )
 
     if threads is not None:
         torch.set_num_threads(threads)
@@ -396,22 +410,33 @@ def bench(
         ),
     ).settings
     name, folder = _model_folder(settings, model or _bench_model(settings.models_dir))
+    try:
+        most = settings.engine.draft_tokens or max(
+            DEFAULT_DRAFT_TOKENS, model_draft_tokens(folder) or 0
+        )
+    except ModelLoadError as exc:
+        _fail(str(exc))
     title = f"benchmarking the embedded engine on {name}"
     with err.status(f"{title}: loading the model") as status:
         llm = _load(settings, name, folder)
+        if save and not llm.num_mtp_layers:
+            _fail(f"{name} has no MTP layer: no number of drafts to save")
         try:
             rows, info = run_engine_bench(
                 llm,
                 folder,
                 prompts=prompts,
                 max_tokens=max_tokens,
-                draft_tokens=settings.engine.draft_tokens,
+                draft_tokens=most,
                 repeat=repeat,
                 progress=lambda step: status.update(f"{title}: {step}"),
             )
         except BenchError as exc:
             _fail(str(exc))
     threads_used = f"{info['threads']} thread{'s' if info['threads'] > 1 else ''}"
+    if save:
+        saved = save_draft_tokens(folder, info)
+        err.print(f"wrote {saved}", markup=False, soft_wrap=True)
     print_bench(
         rows,
         info,

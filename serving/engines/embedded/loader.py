@@ -37,6 +37,15 @@ DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
 `token_ids` (`CausalLM.use_draft_vocab`). Not a weight shard; absent: drafts score every token."""
 
 
+SPECULATIVE_FILE = "speculative.json"
+"""How many tokens the model's MTP layer drafts per step where it was measured fastest:
+`{"draft_tokens": k, ...}`, written by `opencomposer engine bench --save`; 0 when no k beat
+plain decoding there (then `engine.speculative = "auto"` does not speculate). Absent: the
+engine's default."""
+
+DEFAULT_DRAFT_TOKENS = 3
+
+
 class ModelLoadError(Exception):
     """A checkpoint the engine cannot serve: what is wrong, and with which file or name."""
 
@@ -149,6 +158,33 @@ def load_model(
     except ModelLoadError as error:
         raise ModelLoadError(f"{path}: {error}") from error
     return model
+
+
+def model_draft_tokens(path: Path) -> int | None:
+    """The drafts per step a model folder asks for (`SPECULATIVE_FILE`; 0: none pay), or
+    None when it says nothing."""
+    file = path / SPECULATIVE_FILE
+    if not file.is_file():
+        return None
+    try:
+        value = json.loads(file.read_text()).get("draft_tokens")
+    except (ValueError, AttributeError) as error:
+        raise ModelLoadError(f"{file}: not a JSON object ({error})") from error
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
+        raise ModelLoadError(f"{file}: draft_tokens must be a whole number from 0 to 8")
+    return value
+
+
+def draft_tokens_to_use(speculative: str, configured: int | None, measured: int | None) -> int:
+    """Drafts per step for a model with an MTP layer: the configured number, else the
+    model's own (under `auto` its 0 turns speculation off), else the default; `none`: 0."""
+    if speculative == "none":
+        return 0
+    if configured:
+        return configured
+    if measured == 0:
+        return 0 if speculative == "auto" else DEFAULT_DRAFT_TOKENS
+    return measured or DEFAULT_DRAFT_TOKENS
 
 
 def _use_draft_vocab(model: CausalLM, file: Path) -> None:

@@ -53,7 +53,12 @@ from opencomposer.serving.engines.embedded.constrained import (
 )
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.fim import TextPrompts, find_fim
-from opencomposer.serving.engines.embedded.loader import ModelLoadError, load_model
+from opencomposer.serving.engines.embedded.loader import (
+    ModelLoadError,
+    draft_tokens_to_use,
+    load_model,
+    model_draft_tokens,
+)
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 from opencomposer.serving.engines.embedded.token_text import TokenTexts
 from opencomposer.serving.engines.embedded.worker import EngineWorker, Progress, WorkerClosed
@@ -150,8 +155,13 @@ class _Loaded:
         self.context = context_window(self.model.max_positions, settings)
         self.weights_version = INITIAL_WEIGHTS
         """What results report as their policy version: set by each `update_weights`."""
-        wanted = settings.speculative != "none" and self.model.num_mtp_layers > 0
-        self.draft_tokens = settings.draft_tokens if wanted else 0
+        self.draft_tokens = (
+            draft_tokens_to_use(
+                settings.speculative, settings.draft_tokens, model_draft_tokens(folder)
+            )
+            if self.model.num_mtp_layers
+            else 0
+        )
 
 
 class EmbeddedEngine:

@@ -3,6 +3,7 @@ tiny-moe created in a scratch models folder (figures are not asserted: machines 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -221,6 +222,25 @@ def test_bench_reports_every_figure(models_dir: Path):
         assert rows[name]["ours"] > 0, name
     assert 1.0 <= rows["MTP k=1: acceptance length"]["ours"] <= 2.0
     assert 1.0 <= rows["MTP k=2: acceptance length"]["ours"] <= 3.0
+
+
+@pytest.mark.slow
+def test_bench_saves_the_fastest_number_of_drafts_into_the_model(models_dir: Path, tmp_path: Path):
+    folder = tmp_path / "tiny"
+    shutil.copytree(models_dir / "tiny-moe", folder)
+    args = ("--prompts", "1", "--max-tokens", "6", "--repeat", "1", "--threads", "1")
+    proc = run("engine", "bench", "--model", str(folder), "--draft-tokens", "2", "--save", *args)
+    saved = json.loads((folder / "speculative.json").read_text())
+    assert f"wrote {folder / 'speculative.json'}" in proc.stderr
+    speedups = saved["speedup_over_plain"]
+    assert set(speedups) == {"1", "2"}
+    best = max(speedups, key=speedups.get)
+    assert saved["draft_tokens"] == (int(best) if speedups[best] > 1 else 0)
+    assert saved["measured_on"]["threads"] == 1
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 0}))
+    refused = run("engine", "bench", "--model", str(folder), "--save", *args, check_rc=2)
+    assert refused.stderr.endswith("has no MTP layer: no number of drafts to save\n")
 
 
 @pytest.mark.parametrize("flags", [["--spec", "none"], ["--draft-tokens", "2"], []])

@@ -5,6 +5,7 @@ tokenizer without a model."""
 
 import asyncio
 import itertools
+import json
 import shutil
 from contextlib import aclosing
 from pathlib import Path
@@ -348,6 +349,41 @@ def test_a_stop_string_inside_a_tool_call_leaves_it_unparsed(smol_tokenizer):
 
 
 # --------------------------------------------------------------------------- tiny-moe
+
+
+@pytest.mark.parametrize(
+    ("saved", "overrides", "drafts_per_step"),
+    [
+        ({"draft_tokens": 2}, {"speculative": "auto"}, 2),  # the model's own choice
+        ({"draft_tokens": 2}, {"speculative": "auto", "draft_tokens": 1}, 1),  # configured
+        ({"draft_tokens": 0}, {"speculative": "auto"}, 0),  # measured slower: off
+        ({"draft_tokens": 0}, {"speculative": "mtp"}, 3),  # asked for: the default
+        (None, {"speculative": "auto"}, 3),
+    ],
+)
+async def test_drafts_per_step_come_from_the_model_folder_unless_configured(
+    open_engines, models_dir: Path, tmp_path: Path, saved, overrides, drafts_per_step
+):
+    folder = tmp_path / "tiny"
+    shutil.copytree(models_dir / TINY, folder)
+    if saved is not None:
+        (folder / "speculative.json").write_text(json.dumps(saved))
+    result = await complete(open_engines(str(folder), **overrides), ask("x = ", max_tokens=12))
+    if drafts_per_step == 0:
+        assert result.spec is None
+    else:
+        assert result.spec is not None
+        assert result.spec.drafted == drafts_per_step * result.spec.verify_steps
+
+
+async def test_an_unreadable_speculative_file_is_a_clear_error(
+    open_engines, models_dir: Path, tmp_path: Path
+):
+    folder = tmp_path / "tiny"
+    shutil.copytree(models_dir / TINY, folder)
+    (folder / "speculative.json").write_text('{"draft_tokens": "three"}')
+    with pytest.raises(EngineUnavailable, match="draft_tokens must be a whole number"):
+        await complete(open_engines(str(folder), speculative="auto"), ask("x"))
 
 
 async def test_mtp_speculation_is_lossless_and_reports_its_stats(open_engines):

@@ -24,6 +24,7 @@ from opencomposer.serving.model_recipes.tiny_moe import (
     deepseek_v3_weight_shapes,
     init_weights,
 )
+from opencomposer.training import mtp_train
 from opencomposer.training.batch import PackedRow
 from opencomposer.training.errors import TrainingError
 from opencomposer.training.mtp_accept import chained_acceptance, greedy_continuations, prompts_of
@@ -242,3 +243,40 @@ def test_the_schedule_warms_up_then_decays_to_its_floor() -> None:
     assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
     assert factors[10] == pytest.approx(1.0) and factors[-1] == pytest.approx(0.1)
     assert all(a >= b for a, b in itertools.pairwise(factors[9:]))
+
+
+def test_kept_trunk_states_change_nothing_but_the_work(tmp_path: Path) -> None:
+    """The trunk is frozen, so its states of a row, kept from the first epoch, are the ones a
+    new forward would give: training with them takes the same steps as without."""
+    write_llama_checkpoint(tmp_path / "src", mtp=False, **TRUNK)
+    rows = greedy_rows(tmp_path / "src", 6, seed=3)
+    losses = {}
+    for cache_bytes in (0, 1 << 30):
+        config = MTPTrainConfig(
+            steps=8, lr=3e-3, batch_rows=2, warmup=2, cache_bytes=cache_bytes, chain_steps=2
+        )
+        result = train_mtp(tmp_path / "src", rows, tmp_path / str(cache_bytes), config=config)
+        losses[cache_bytes] = [s.loss for s in result.steps]
+    assert losses[0] == losses[1 << 30]
+
+
+def test_trunk_states_are_computed_once_per_row(tmp_path: Path, monkeypatch) -> None:
+    write_llama_checkpoint(tmp_path / "src", mtp=True, **TRUNK)
+    rows = greedy_rows(tmp_path / "src", 4, seed=4)
+    model = load_model(tmp_path / "src")
+    forwards = []
+    real = mtp_train._trunk
+    monkeypatch.setattr(mtp_train, "_trunk", lambda *args: forwards.append(1) or real(*args))
+    row_bytes = len(rows[0].tokens) * model.hidden_size * 4
+    states = mtp_train.TrunkStates(model, MTPTrainConfig(cache_bytes=3 * row_bytes))
+    first_batch, first = states.of(rows, [0, 1])
+    again_batch, again = states.of(rows, [1, 0])
+    assert len(forwards) == 1 and torch.equal(
+        again_batch.input_ids[: len(rows[1].tokens)], first_batch.input_ids[len(rows[0].tokens) :]
+    )
+    torch.testing.assert_close(
+        again, torch.cat([first[len(rows[0].tokens) :], first[: len(rows[0].tokens)]])
+    )
+    states.of(rows, [2, 3])  # only one of the two fits: both computed, one kept
+    states.of(rows, [2, 3])
+    assert len(forwards) == 3 and len(states.kept) == 3

@@ -45,8 +45,9 @@ from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.training.batch import Batch
 from opencomposer.training.errors import TrainingError
 
-CHUNK_ROWS = 512
-"""Rows of logits per chunk: 512 x 49,152 float32 is 100 MB per tensor (SmolLM2)."""
+CHUNK_LOGITS = 512 * 49_152
+"""Logits per chunk: 512 rows of SmolLM2's whole vocabulary, 100 MB per float32 tensor; a
+reduced draft vocabulary takes as many more rows (8,192 tokens: 3,072 rows)."""
 
 
 def mtp_distillation_loss(
@@ -55,7 +56,7 @@ def mtp_distillation_loss(
     hidden: Tensor,
     *,
     detach_hidden: bool = True,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
     steps: int = 1,
     vocab: Tensor | None = None,
 ) -> Tensor:
@@ -85,7 +86,8 @@ def mtp_distillation_loss(
     tokens = batch.input_ids[source + 1]
     teacher = hidden[source + 1].detach()
     head = None if vocab is None else model.lm_head.weight.index_select(0, vocab.to(hidden.device))
-    kl = partial(_mean_kl, model, head, chunk_rows)
+    width = model.vocab_size if head is None else len(head)
+    kl = partial(_mean_kl, model, head, chunk_rows or max(1, CHUNK_LOGITS // width))
     model.allocate_kv_cache(steps * len(source))
     state = model.mtp_forward(tokens, inputs[source], contiguous_context(lengths, hidden.device))
     total = kl(state, teacher)

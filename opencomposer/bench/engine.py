@@ -6,7 +6,9 @@ baseline, on one model with the same prompts and the same output length (greedy,
   length (tokens per verify step) and rate (accepted / drafted), and whether the outputs are
   identical: greedy speculation is lossless, so they must be. With random weights (a fresh
   `tiny-moe`) the MTP layer's drafts are almost never accepted and only add work, so the
-  speed-up is near or below 1 there; trained MTP layers are what make it pay.
+  speed-up is near or below 1 there; trained MTP layers are what make it pay. On CPU each
+  speculating run has its weights packed for a verify's rows, as the engine serves it
+  (`packed_linear`); every other run uses the plain product.
 - our engine vs transformers' `generate` on the same weights, dtype and device, batch size 1:
   output tokens/s over whole requests (prefill included), and whether the outputs match.
 - batch scaling: 1, 4 and 16 requests at once through `LLMEngine`, total output tokens/s.
@@ -43,6 +45,7 @@ from opencomposer.bench.rows import Row
 from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
 from opencomposer.serving.engines.embedded.loader import SPECULATIVE_FILE
 from opencomposer.serving.engines.embedded.models.base import CausalLM
+from opencomposer.serving.engines.embedded.packed_linear import pack_linears, packing_available
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions, SpecStats
 
 BATCH_SIZES = (1, 4, 16)
@@ -374,8 +377,16 @@ def run_engine_bench(
     def ours(
         batch_prompts: list[list[int]], options: SamplingOptions, batch: int = 1
     ) -> Callable[[], Timing]:
-        run_engine(model, config, batch_prompts[:1], options, batch=1)  # warm-up
-        return lambda: run_engine(model, config, batch_prompts, options, batch=batch)
+        """A timed run as the engine serves it: on CPU, weights packed for a verify's rows
+        while speculating (`packed_linear`), plain otherwise (untimed, before each run)."""
+        rows = options.draft_tokens + 1 if options.draft_tokens and device.type == "cpu" else 0
+
+        def run(prompts: list[list[int]], size: int) -> Timing:
+            pack_linears(model, rows)
+            return run_engine(model, config, prompts, options, batch=size)
+
+        run(batch_prompts[:1], 1)  # warm-up
+        return lambda: run(batch_prompts, batch)
 
     progress("warming up")
     runs = {"plain": ours(chosen, plain)}
@@ -484,6 +495,7 @@ def run_engine_bench(
         "prefill_tokens": len(inputs.long),
         "max_tokens": max_tokens,
         "draft_tokens": draft_tokens if model.num_mtp_layers else 0,
+        "packed_verify": device.type == "cpu" and packing_available(),
         "repeat": repeat,
     }
     if drafting:

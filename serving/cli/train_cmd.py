@@ -316,13 +316,13 @@ def regenerate(
 
     _use_threads(threads)
     try:
-        models_dir = settings_for(None, {}).settings.models_dir
-        name, folder = resolve_model(EngineSettings(model=model), models_dir)
-        if not (folder / "tokenizer.json").is_file():
-            raise TrainingError(f"{folder}: no tokenizer.json to encode prompts with")
         with _progress() as progress:
             task = progress.add_task("reading the corpus", total=None)
             sources = regenerating.Sources.from_records(iter_corpus(data_dir, "train"))
+            models_dir = settings_for(None, {}).settings.models_dir
+            name, folder = resolve_model(EngineSettings(model=model), models_dir)
+            if not (folder / "tokenizer.json").is_file():
+                raise TrainingError(f"{folder}: no tokenizer.json to encode prompts with")
             progress.update(task, description="loading the model")
             llm = load_model(
                 folder, device=device, dtype=torch.bfloat16 if bf16 else torch.float32, mtp=False

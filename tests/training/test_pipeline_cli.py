@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.llama_mtp import write_llama_checkpoint
 from support.pretrain_fixtures import write_model
+
+from opencomposer.serving.model_recipes.tiny_moe import train_tokenizer
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
 
@@ -49,3 +52,45 @@ def test_data_to_tokenizer_to_pretraining_to_the_engine(tmp_path: Path, code_rep
 
     text = generate("none")
     assert text and generate("mtp") == text
+
+
+def test_data_to_regenerated_answers_to_an_mtp_head_to_the_engine(
+    tmp_path: Path, code_repos: list[Path], code_texts: list[str]
+):
+    """The draft-head recipe: the model's own answers to corpus prompts, a head trained on them
+    with the trunk frozen, served with MTP on and giving what plain decoding gives."""
+    data, regen, head, model = (tmp_path / n for n in ("data", "regen", "head", "model"))
+    run("train", "data", *map(str, code_repos), "--out", str(data), "--val-fraction", "0.3")
+    write_llama_checkpoint(model, mtp=False, vocab_size=512)
+    train_tokenizer(code_texts[:40], vocab_size=400).save(str(model / "tokenizer.json"))
+    made = run(
+        "train", "regenerate", "--model", str(model), "--data", str(data), "--out", str(regen),
+        "--count", "12", "--max-tokens", "16", "--batch", "4", "--threads", "1",
+    )  # fmt: skip
+    assert "wrote 12 samples (" in made.stdout and len(list(regen.glob("*.txt"))) == 12
+    run(
+        "train", "mtp", "--model", str(model), "--data", str(regen), "--out", str(head),
+        "--steps", "3", "--seq-len", "64", "--batch-rows", "2", "--eval-percent", "30",
+        "--eval-rows", "2", "--eval-tokens", "8", "--threads", "1", "--draft-vocab", "64",
+    )  # fmt: skip
+
+    def generate(spec: str) -> str:
+        return run(
+            "engine", "generate", "def parse(", "--engine", f"embedded:{head}",
+            "--spec", spec, "--max-tokens", "12", "--temperature", "0",
+        ).stdout  # fmt: skip
+
+    text = generate("none")
+    assert text and generate("mtp") == text
+
+
+def test_regenerate_without_a_corpus_is_one_line(tmp_path: Path):
+    proc = subprocess.run(
+        [CLI, "train", "regenerate", "--model", "smollm2-135m", "--data", str(tmp_path),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"opencomposer: {tmp_path} holds no corpus: run `opencomposer train data` first"
+    ]

@@ -59,6 +59,7 @@ from opencomposer.serving.engines.embedded.loader import (
     load_model,
     model_draft_tokens,
 )
+from opencomposer.serving.engines.embedded.packed_linear import pack_linears
 from opencomposer.serving.engines.embedded.sequence import SamplingOptions
 from opencomposer.serving.engines.embedded.token_text import TokenTexts
 from opencomposer.serving.engines.embedded.worker import EngineWorker, Progress, WorkerClosed
@@ -162,6 +163,8 @@ class _Loaded:
             if self.model.num_mtp_layers
             else 0
         )
+        if device.type == "cpu" and self.draft_tokens:
+            pack_linears(self.model, self.draft_tokens + 1)  # a verify's rows (see the module)
 
 
 class EmbeddedEngine:

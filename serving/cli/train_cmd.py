@@ -273,6 +273,51 @@ def pretrain(
     dp.close()
 
 
+@train_app.command("compare")
+def compare(
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Pretraining runs: OUT folders of `train pretrain`, each DIR or LABEL=DIR.",
+            show_default=False,
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="The comparison's PNG plots go here.")
+    ] = Path("compare"),
+) -> None:
+    """Pretraining runs side by side (with and without bias updates, 1 process and 2): final
+    held-out loss, tokens/s and expert balance, and their curves on shared axes."""
+    from rich.table import Table
+
+    from opencomposer.training.plots import plot_comparison, summarize
+
+    metrics: dict[str, Path] = {}
+    for spec in runs:
+        label, _, folder = spec.partition("=") if "=" in spec else ("", "", spec)
+        path = Path(folder) / "metrics.jsonl"
+        if not path.is_file():
+            _fail(f"{folder}: no metrics.jsonl (not a `train pretrain` output folder)")
+        metrics[label or Path(folder).name] = path
+    try:
+        summaries = [summarize(label, path) for label, path in metrics.items()]
+        plots = plot_comparison(metrics, out_dir)
+    except (ValueError, KeyError) as exc:
+        _fail(f"unreadable metrics: {exc}")
+    table = Table("run", "steps", "tokens", "held-out loss", "tokens/s", "max/mean load")
+    for s in summaries:
+        table.add_row(
+            s.label,
+            str(s.steps),
+            f"{s.tokens:,}",
+            "-" if s.final_val_loss is None else f"{s.final_val_loss:.4f}",
+            f"{s.tokens_per_second:.0f}",
+            "-" if s.expert_max_mean is None else f"{s.expert_max_mean:.2f}",
+        )
+    out.print(table)
+    out.print(" ".join(str(p) for p in plots), markup=False, soft_wrap=True)
+
+
 # --- train mtp -----------------------------------------------------------------------------
 
 
@@ -461,10 +506,14 @@ def mtp(
             console=err,
         ) as progress:
             task = progress.add_task("loading", total=steps, info="")
+            # Into a log (no live bar), a line every 5% of the steps instead.
+            log_every = 0 if err.is_terminal else max(1, steps // 20)
 
             def on_step(log: StepLog) -> None:
                 info = f"loss {log.loss:.3f} lr {log.lr:.1e} {log.tokens_per_second:.0f} tok/s"
                 progress.update(task, completed=log.step + 1, info=info)
+                if log_every and (log.step + 1) % log_every == 0:
+                    err.print(f"step {log.step + 1}/{steps} {info}", soft_wrap=True)
 
             result = train_mtp(
                 folder,

@@ -68,11 +68,14 @@ def test_data_to_regenerated_answers_to_an_mtp_head_to_the_engine(
         "--count", "12", "--max-tokens", "16", "--batch", "4", "--threads", "1",
     )  # fmt: skip
     assert "wrote 12 samples (" in made.stdout and len(list(regen.glob("*.txt"))) == 12
-    run(
+    trained = run(
         "train", "mtp", "--model", str(model), "--data", str(regen), "--out", str(head),
         "--steps", "3", "--seq-len", "64", "--batch-rows", "2", "--eval-percent", "30",
         "--eval-rows", "2", "--eval-tokens", "8", "--threads", "1", "--draft-vocab", "64",
     )  # fmt: skip
+    # Into a log, not a terminal: the steps still show, as plain lines.
+    logged = [line for line in trained.stderr.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in logged] == ["1/3", "2/3", "3/3"]
 
     def generate(spec: str) -> str:
         return run(

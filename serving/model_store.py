@@ -114,6 +114,7 @@ MODELS: dict[str, PackagedModel | LocalModel] = {
             purpose="default embedded chat model, SmolLM2-135M-Instruct (Q4_1 GGUF, "
             "dequantized to bfloat16, 270 MB)",
             convert=_convert_gguf,
+            mtp_head="smollm2_mtp",
         ),
         LocalModel(
             name="tiny-moe",

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from opencomposer.serving import model_store
+
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = {
     "opencomposer": "opencomposer",
@@ -101,6 +103,8 @@ def test_wheel_holds_every_subpackage_and_no_bare_module(wheel: Path):
     for task_file in (path for path in tasks if path.is_file()):  # the built-in bench suite
         relative = task_file.relative_to(REPO / "training").as_posix()
         assert f"opencomposer/training/{relative}" in names, relative
+    for name in model_store.HEAD_FILES:  # SmolLM2's MTP head, installed with the model
+        assert f"opencomposer/serving/model_recipes/smollm2_mtp/{name}" in names, name
     entry_points = (
         zipfile.ZipFile(wheel)
         .read(next(n for n in names if n.endswith("entry_points.txt")))

@@ -165,6 +165,23 @@ async def test_smollm2_answers_a_question_with_a_token_trace(open_engines, model
     assert trace.routed_experts is None  # a dense model routes nothing
 
 
+async def test_smollm2_drafts_with_its_shipped_head_and_loses_nothing(open_engines, models_dir):
+    """`models pull` installs the MTP head trained here: under `auto` the engine drafts with
+    it, as many tokens a step as the head's bench chose, and greedy output is plain greedy's."""
+    shipped = json.loads((models_dir / SMOL / "speculative.json").read_text())["draft_tokens"]
+    request = ask(
+        "Write a Python function that reverses a string.",
+        max_tokens=48,
+        capture=Capture(token_ids=True),
+    )
+    plain = await complete(open_engines(SMOL), request)
+    drafted = await complete(open_engines(SMOL, speculative="auto"), request)
+    assert drafted.tokens.completion_token_ids == plain.tokens.completion_token_ids
+    assert drafted.spec is not None and shipped >= 1
+    assert drafted.spec.drafted == shipped * drafted.spec.verify_steps
+    assert drafted.spec.accept_length > 1  # a trained head: a fresh layer's drafts all fail
+
+
 async def test_smollm2_stop_string_cuts_the_text_and_ends_the_request(open_engines):
     engine = open_engines(SMOL)
     question = "What is the capital of France?"

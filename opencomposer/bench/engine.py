@@ -4,7 +4,9 @@ baseline, on one model with the same prompts and the same output length (greedy,
 - MTP speculative decoding vs plain greedy decoding, one request at a time: output tokens/s,
   TPOT ((E2E - TTFT) / (output tokens - 1), as SGLang's bench_serving reports it), acceptance
   length (tokens per verify step) and rate (accepted / drafted), and whether the outputs are
-  identical: greedy speculation is lossless, so they must be. With random weights (a fresh
+  identical: greedy speculation is lossless, so they must be. Per k, a decode step's time
+  beside a plain one, split into the drafts and the forward over the k + 1 tokens (with the
+  verdict): the speed-up is the tokens a step yields over that cost. With random weights (a fresh
   `tiny-moe`) the MTP layer's drafts are almost never accepted and only add work, so the
   speed-up is near or below 1 there; trained MTP layers are what make it pay. On CPU each
   speculating run has its weights packed for a verify's rows, as the engine serves it
@@ -34,7 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,7 @@ import torch
 from tokenizers import Tokenizer
 
 from opencomposer.bench.rows import Row
-from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine
+from opencomposer.serving.engines.embedded.engine import EngineConfig, LLMEngine, StepTiming
 from opencomposer.serving.engines.embedded.loader import SPECULATIVE_FILE
 from opencomposer.serving.engines.embedded.models.base import CausalLM
 from opencomposer.serving.engines.embedded.packed_linear import pack_linears, packing_available
@@ -87,6 +89,21 @@ class Timing:
 
     spec: SpecStats | None = None
     """Speculation totals over the requests."""
+
+    decode_steps: list[StepTiming] = field(default_factory=list)
+    """The engine's steps without a prompt in them, in order."""
+
+    @property
+    def step_seconds(self) -> float | None:
+        """The mean decode step."""
+        steps = self.decode_steps
+        return statistics.mean(step.seconds for step in steps) if steps else None
+
+    @property
+    def drafting_seconds(self) -> float | None:
+        """The mean decode step's drafting."""
+        steps = self.decode_steps
+        return statistics.mean(step.drafting for step in steps) if steps else None
 
     @property
     def tokens(self) -> int:
@@ -175,6 +192,7 @@ def run_engine(
     ttft: list[float] = []
     e2e: list[float] = []
     spec = SpecStats()
+    decode_steps: list[StepTiming] = []
     seconds = 0.0
     for start in range(0, len(prompts), batch):
         began = time.perf_counter()
@@ -184,6 +202,8 @@ def run_engine(
         while llm.has_work():
             advanced = llm.step()
             now = time.perf_counter() - began
+            if advanced and llm.last_step is not None and llm.last_step.decoding:
+                decode_steps.append(llm.last_step)
             for seq in advanced:
                 if seq.output_ids:
                     first.setdefault(seq.id, now)
@@ -197,7 +217,7 @@ def run_engine(
             spec.verify_steps += seq.spec.verify_steps
             spec.drafted += seq.spec.drafted
             spec.accepted += seq.spec.accepted
-    return Timing(seconds, outputs, e2e, ttft, spec)
+    return Timing(seconds, outputs, e2e, ttft, spec, decode_steps)
 
 
 def interleaved(runs: dict[str, Callable[[], Timing]], repeat: int) -> dict[str, Timing]:
@@ -297,6 +317,7 @@ def spec_rows(plain: Timing, specs: dict[int, Timing], whole_vocab: Timing | Non
                 f"{stats.accepted} of {stats.drafted} drafts accepted",
             )
         )
+        rows.append(_step_cost(k, plain, spec))
     best = max(specs, key=lambda k: specs[k].tokens_per_second)
     fastest = specs[best]
     rows.append(
@@ -319,6 +340,30 @@ def spec_rows(plain: Timing, specs: dict[int, Timing], whole_vocab: Timing | Non
             )
         )
     return rows
+
+
+def _step_cost(draft_tokens: int, plain: Timing, spec: Timing) -> Row:
+    """Where a speculating step's time goes, beside a plain decode step: the speed-up is the
+    tokens a step yields over what it costs (the ratio), whatever the drafts' quality."""
+    step, drafting = spec.step_seconds, spec.drafting_seconds
+    note = "no decode steps measured"
+    if step is not None and drafting is not None:
+        note = (
+            f"drafts {drafting * 1000:.2f} ms, then the forward over {draft_tokens + 1} "
+            f"tokens and the verdict {(step - drafting) * 1000:.2f} ms"
+        )
+        if plain.step_seconds:
+            cost = step / plain.step_seconds
+            accept = (spec.spec or SpecStats()).accept_length
+            note += f"; {accept:.2f} tokens per step / {cost:.2f} = {accept / cost:.2f}x"
+    return Row(
+        f"MTP k={draft_tokens}: decode step",
+        "plain decode step",
+        plain.step_seconds,
+        step,
+        "s",
+        note,
+    )
 
 
 def _spec_speed(name: str, plain: Timing, spec: Timing, draft_tokens: int) -> Row:

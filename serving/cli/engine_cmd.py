@@ -388,7 +388,8 @@ def bench(
     json: Json = False,
 ) -> None:
     """The embedded engine beside baselines: MTP speculative decoding at each number of drafts
-    vs plain decoding (and whole-vocabulary drafts vs the model's reduced draft vocabulary),
+    vs plain decoding, with where a decode step's time goes (drafts, then the forward over
+    them), whole-vocabulary drafts vs the model's reduced draft vocabulary,
     ours vs transformers' generate, batch scaling, prefill, peak memory."""
     import torch
 

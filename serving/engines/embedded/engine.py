@@ -6,6 +6,7 @@ release the finished. It is synchronous and single-threaded on purpose; `Embedde
 drives it from a worker thread for the asyncio side.
 """
 
+import time
 from collections import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +36,26 @@ class EngineConfig:
     max_seqs: int = 32
 
 
+@dataclass(frozen=True)
+class StepTiming:
+    """Where one step's time went, for whoever weighs speculation's costs (`engine bench`):
+    a speculating step pays its drafts, then a forward over every draft and the token before
+    them, and gains only if enough drafts are accepted to cover both."""
+
+    seconds: float
+    """The whole step: scheduling, drafting, the forward, sampling or verifying."""
+
+    drafting: float
+    """Of which the MTP layer's drafts (0 when no sequence drafted)."""
+
+    decoding: bool
+    """Every run of the step was one token (with its drafts, if any): no prompt in it."""
+
+
 class LLMEngine:
+    last_step: StepTiming | None = None
+    """The timing of the latest step that ran a forward."""
+
     def __init__(self, model: CausalLM, config: EngineConfig = EngineConfig()) -> None:
         self.model = model
         self.config = config
@@ -98,16 +118,22 @@ class LLMEngine:
 
     def step(self) -> list[Sequence]:
         """One forward; returns the sequences it advanced."""
+        began = time.perf_counter()
         runs = self.scheduler.schedule()
         if not runs:
             return []
+        decoding = all(len(run.tokens) == 1 and run.samples for run in runs)
         drafting = [run for run in runs if can_draft(run)]
+        drafted = 0.0
         if drafting:
+            drafted = time.perf_counter()
             self.proposer.propose(drafting)
+            drafted = time.perf_counter() - drafted
         for run, output in zip(runs, self.runner.forward(runs), strict=True):
             self._advance(run, output)
             if run.seq.finished:
                 self.scheduler.finish(run.seq)
+        self.last_step = StepTiming(time.perf_counter() - began, drafted, decoding)
         return [run.seq for run in runs]
 
     def generate(self, prompts: list[list[int]], options: SamplingOptions) -> list[Sequence]:

@@ -193,8 +193,10 @@ def test_bench_reports_every_figure(models_dir: Path):
     assert list(rows) == [
         "MTP k=1: output tokens/s",
         "MTP k=1: acceptance length",
+        "MTP k=1: decode step",
         "MTP k=2: output tokens/s",
         "MTP k=2: acceptance length",
+        "MTP k=2: decode step",
         "MTP: TPOT",
         "batch 4: output tokens/s",
         "batch 16: output tokens/s",
@@ -222,6 +224,10 @@ def test_bench_reports_every_figure(models_dir: Path):
         assert rows[name]["ours"] > 0, name
     assert 1.0 <= rows["MTP k=1: acceptance length"]["ours"] <= 2.0
     assert 1.0 <= rows["MTP k=2: acceptance length"]["ours"] <= 3.0
+    for k in (1, 2):
+        step = rows[f"MTP k={k}: decode step"]
+        assert step["ours"] > 0 and step["baseline"] > 0, step
+        assert f"the forward over {k + 1} tokens" in step["note"], step
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 rejected drafts rolled back, statistics reported, and the MTP layer's own drafting run on a
 DeepSeek-V3 with an MTP layer."""
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -147,6 +148,33 @@ def test_sampled_speculation_is_seeded_and_valid(checkpoint) -> None:
     assert [s.output_ids for s in first] == [s.output_ids for s in again]
     for seq in first:
         assert len(seq.output_ids) == 16 and all(-20 < lp <= 0 for lp in seq.logprobs)
+
+
+def test_each_step_reports_where_its_time_went(checkpoint, monkeypatch) -> None:
+    """A prompt's step is no decode step; a speculating one splits its drafts' time from the
+    rest, measured around the proposer itself (which here sleeps a known while)."""
+    llm = engine(checkpoint)
+    propose = llm.proposer.propose
+
+    def slow_propose(runs: list[Run]) -> None:
+        time.sleep(0.02)
+        propose(runs)
+
+    monkeypatch.setattr(llm.proposer, "propose", slow_propose)
+    llm.add(PROMPTS[0], SamplingOptions(max_tokens=4, draft_tokens=2))
+    assert llm.last_step is None
+    llm.step()
+    assert llm.last_step is not None and not llm.last_step.decoding
+    assert llm.last_step.drafting == 0.0
+    llm.step()
+    step = llm.last_step
+    assert step.decoding and 0.02 <= step.drafting < step.seconds
+    plain = engine(checkpoint)
+    plain.add(PROMPTS[0], SamplingOptions(max_tokens=4))
+    plain.step()
+    plain.step()
+    assert plain.last_step is not None and plain.last_step.decoding
+    assert plain.last_step.drafting == 0.0 < plain.last_step.seconds
 
 
 def test_models_without_mtp_refuse_drafting(dsv3_checkpoint) -> None:

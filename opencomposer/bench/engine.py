@@ -447,6 +447,7 @@ def run_engine_bench(
     runs["prefill"] = ours([inputs.long], SamplingOptions(max_tokens=1))
     progress(f"{', '.join(runs)}: {repeat} rounds")
     timed = interleaved(runs, repeat)
+    plain_speed = timed["plain"].tokens_per_second  # what the MTP rows divide by
     rows = (
         spec_rows(
             timed["plain"],
@@ -544,7 +545,6 @@ def run_engine_bench(
         "repeat": repeat,
     }
     if drafting:
-        plain_speed = timed["plain"].tokens_per_second
         info["draft_speedups"] = {
             k: timed[f"spec {k}"].tokens_per_second / plain_speed for k in drafting
         }

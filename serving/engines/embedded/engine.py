@@ -124,16 +124,16 @@ class LLMEngine:
             return []
         decoding = all(len(run.tokens) == 1 and run.samples for run in runs)
         drafting = [run for run in runs if can_draft(run)]
-        drafted = 0.0
+        drafting_seconds = 0.0
         if drafting:
-            drafted = time.perf_counter()
+            drafts_began = time.perf_counter()
             self.proposer.propose(drafting)
-            drafted = time.perf_counter() - drafted
+            drafting_seconds = time.perf_counter() - drafts_began
         for run, output in zip(runs, self.runner.forward(runs), strict=True):
             self._advance(run, output)
             if run.seq.finished:
                 self.scheduler.finish(run.seq)
-        self.last_step = StepTiming(time.perf_counter() - began, drafted, decoding)
+        self.last_step = StepTiming(time.perf_counter() - began, drafting_seconds, decoding)
         return [run.seq for run in runs]
 
     def generate(self, prompts: list[list[int]], options: SamplingOptions) -> list[Sequence]:

@@ -235,11 +235,18 @@ def test_bench_saves_the_fastest_number_of_drafts_into_the_model(models_dir: Pat
     folder = tmp_path / "tiny"
     shutil.copytree(models_dir / "tiny-moe", folder)
     args = ("--prompts", "1", "--max-tokens", "6", "--repeat", "1", "--threads", "1")
-    proc = run("engine", "bench", "--model", str(folder), "--draft-tokens", "2", "--save", *args)
+    proc = run(
+        "engine", "bench", "--model", str(folder), "--draft-tokens", "2", "--save", "--json", *args
+    )
     saved = json.loads((folder / "speculative.json").read_text())
     assert f"wrote {folder / 'speculative.json'}" in proc.stderr
     speedups = saved["speedup_over_plain"]
     assert set(speedups) == {"1", "2"}
+    # The saved speed-ups are the printed ones (not against the later plain run beside
+    # transformers').
+    rows = {row["name"]: row for row in json.loads(proc.stdout)["rows"]}
+    for k in ("1", "2"):
+        assert speedups[k] == round(rows[f"MTP k={k}: output tokens/s"]["ratio"], 3)
     best = max(speedups, key=speedups.get)
     assert saved["draft_tokens"] == (int(best) if speedups[best] > 1 else 0)
     assert saved["measured_on"]["threads"] == 1

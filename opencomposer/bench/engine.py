@@ -94,16 +94,16 @@ class Timing:
     """The engine's steps without a prompt in them, in order."""
 
     @property
-    def step_seconds(self) -> float | None:
-        """The mean decode step."""
+    def mean_step(self) -> StepTiming | None:
+        """The mean decode step (None: no decode step ran)."""
         steps = self.decode_steps
-        return statistics.mean(step.seconds for step in steps) if steps else None
-
-    @property
-    def drafting_seconds(self) -> float | None:
-        """The mean decode step's drafting."""
-        steps = self.decode_steps
-        return statistics.mean(step.drafting for step in steps) if steps else None
+        if not steps:
+            return None
+        return StepTiming(
+            statistics.mean(step.seconds for step in steps),
+            statistics.mean(step.drafting for step in steps),
+            decoding=True,
+        )
 
     @property
     def tokens(self) -> int:
@@ -345,22 +345,22 @@ def spec_rows(plain: Timing, specs: dict[int, Timing], whole_vocab: Timing | Non
 def _step_cost(draft_tokens: int, plain: Timing, spec: Timing) -> Row:
     """Where a speculating step's time goes, beside a plain decode step: the speed-up is the
     tokens a step yields over what it costs (the ratio), whatever the drafts' quality."""
-    step, drafting = spec.step_seconds, spec.drafting_seconds
+    step, baseline = spec.mean_step, plain.mean_step
     note = "no decode steps measured"
-    if step is not None and drafting is not None:
+    if step is not None:
         note = (
-            f"drafts {drafting * 1000:.2f} ms, then the forward over {draft_tokens + 1} "
-            f"tokens and the verdict {(step - drafting) * 1000:.2f} ms"
+            f"drafts {step.drafting * 1000:.2f} ms, then the forward over {draft_tokens + 1} "
+            f"tokens and the verdict {(step.seconds - step.drafting) * 1000:.2f} ms"
         )
-        if plain.step_seconds:
-            cost = step / plain.step_seconds
+        if baseline is not None:
+            cost = step.seconds / baseline.seconds
             accept = (spec.spec or SpecStats()).accept_length
             note += f"; {accept:.2f} tokens per step / {cost:.2f} = {accept / cost:.2f}x"
     return Row(
         f"MTP k={draft_tokens}: decode step",
         "plain decode step",
-        plain.step_seconds,
-        step,
+        baseline.seconds if baseline else None,
+        step.seconds if step else None,
         "s",
         note,
     )

@@ -7,8 +7,9 @@ read by a pydantic-settings source, the layers are deep-merged while remembering
 set each key, and the merge is validated once, so an error can name the file (or variable)
 and key it came from.
 
-A workspace file travels with a repository that may not be the user's own, so it may not set
-keys that decide where code and credentials go (`USER_ONLY_KEYS`).
+A workspace file travels with a repository that may not be the user's own, so it may only
+tighten what protects the user: each such setting says how, as field metadata (`config_trust`),
+and the workspace layer is judged against what the user's own layers make without it.
 """
 
 import difflib
@@ -16,7 +17,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import (
@@ -28,23 +29,24 @@ from pydantic_settings import (
 
 from opencomposer import paths
 from opencomposer.agent.protocol.common import ApprovalPolicy
+from opencomposer.config_trust import (
+    AtMost,
+    Grows,
+    Loosens,
+    Narrows,
+    SafeValue,
+    StricterApproval,
+    UserOnly,
+    governed,
+)
 
 ENV_PREFIX = "OPENCOMPOSER_"
 ENV_DELIMITER = "__"
 
-# Keys a repository's `.opencomposer.toml` must not set: they decide where code, prompts and
-# credentials are sent, and where the user's data lives.
-USER_ONLY_KEYS = (
-    "home",
-    "models_dir",
-    "server",
-    "engine.base_url",
-    "engine.api_key",
-    "engine.sglang_launch",
-    "tools.allow_network",
-    "tools.sandbox",
-    "agent.approval",
-)
+# What a repository could do with a key its `.opencomposer.toml` sets (`config_trust`).
+_SENDS_CODE = UserOnly("send your code, prompts or credentials elsewhere")
+_COMMAND_LIMIT = AtMost("let one command use more of this machine")
+_TURN_LIMIT = AtMost("let a turn run longer unattended, spending your time and tokens")
 
 
 class Section(BaseModel):
@@ -54,13 +56,13 @@ class Section(BaseModel):
 
 
 class EngineSettings(Section):
-    backend: Literal["embedded", "openai", "sglang"] = "embedded"
+    backend: Annotated[Literal["embedded", "openai", "sglang"], _SENDS_CODE] = "embedded"
     """Which engine serves the model. `embedded`: the PyTorch engine in this process (CPU, or
     CUDA when present) running `model` from `models_dir` or a folder. `openai`: any
     OpenAI-compatible server (SGLang, vLLM, llama.cpp, hosted APIs) at `base_url`. `sglang`:
     an SGLang server this process launches from `sglang_launch` (GPU hosts)."""
 
-    base_url: str = "http://127.0.0.1:30000/v1"
+    base_url: Annotated[str, _SENDS_CODE] = "http://127.0.0.1:30000/v1"
     """Base URL of the OpenAI-compatible server, including `/v1` (SGLang listens on 30000)."""
 
     model: str | None = None
@@ -79,7 +81,7 @@ class EngineSettings(Section):
     report one (vLLM and SGLang list it, llama.cpp's `/props` says it; llama-cpp-python and
     hosted APIs do not)."""
 
-    api_key: SecretStr | None = None
+    api_key: Annotated[SecretStr | None, _SENDS_CODE] = None
     """Bearer key for the upstream server. Never logged, never shown to the model."""
 
     connect_timeout: float = Field(default=10.0, gt=0)
@@ -130,7 +132,9 @@ class EngineSettings(Section):
     CPU); `triton` runs the Triton kernels on CUDA and fails at the first call if triton is
     not installed (`pip install 'opencomposer[kernels]'`)."""
 
-    sglang_launch: str | None = None
+    sglang_launch: Annotated[
+        str | None, UserOnly("launch a program of its choosing as the engine")
+    ] = None
     """For `sglang`: `MODEL_PATH[,key=value...]`, e.g. `/models/DeepSeek-V3,tp=8,spec=mtp`;
     see `opencomposer engine --help`."""
 
@@ -173,41 +177,50 @@ class ServerSettings(Section):
 
 
 class SandboxSettings(Section):
-    env: list[str] = Field(default_factory=list)
+    env: Annotated[
+        list[str], Narrows("pass more of your environment, credentials included, to commands")
+    ] = Field(default_factory=list)
     """Environment variables passed to commands besides the built-in allow-list (PATH, HOME,
     LANG, LC_*, TERM, toolchain folders, ...): names, or patterns such as `MYAPP_*`. Anything
     else in the server's environment never reaches a command."""
 
-    expose: list[Path] = Field(default_factory=list)
+    expose: Annotated[list[Path], Narrows("show commands more of your files")] = Field(
+        default_factory=list
+    )
     """Host folders or files shown read-only to commands although they lie in a hidden place
     (the home folders are hidden except the toolchains on PATH and the Python in use)."""
 
-    hide: list[Path] = Field(default_factory=list)
+    hide: Annotated[list[Path], Grows("show commands what you hid")] = Field(default_factory=list)
     """Host folders or files commands never see, wherever they are (masked like the
     credential stores): a benchmark's tasks, with their tests and solutions, while an agent
     works on one of them."""
 
-    max_processes: int = Field(default=1024, ge=16)
+    max_processes: Annotated[int, _COMMAND_LIMIT] = Field(default=1024, ge=16)
     """Processes and threads one command may have at once; reaching it kills the command (a
     fork bomb is stopped within a fraction of a second)."""
 
-    max_memory_bytes: int | None = Field(default=None, ge=64 * 1024 * 1024)
+    max_memory_bytes: Annotated[
+        int | None,
+        AtMost("let one command use more of this machine", unset_is_unlimited=False),
+    ] = Field(default=None, ge=64 * 1024 * 1024)
     """Memory one command may use, all its processes together; unset: half of this machine's
     memory."""
 
-    max_file_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    max_file_bytes: Annotated[int, _COMMAND_LIMIT] = Field(default=2 * 1024**3, ge=1024 * 1024)
     """Largest file a command may write (a runaway log would fill the disk otherwise)."""
 
-    max_cpu_seconds: int = Field(default=2 * 60 * 60, ge=1)
+    max_cpu_seconds: Annotated[int, _COMMAND_LIMIT] = Field(default=2 * 60 * 60, ge=1)
     """CPU time one process of a command may use before it is stopped."""
 
-    max_lifetime: float = Field(default=3600.0, gt=0)
+    max_lifetime: Annotated[float, _COMMAND_LIMIT] = Field(default=3600.0, gt=0)
     """Seconds a command may run, in the foreground or as a background job, before it is
     killed."""
 
 
 class ToolSettings(Section):
-    output_cap: int = Field(default=30_000, ge=1_000)
+    output_cap: Annotated[
+        int, AtMost("make every command's output cost more tokens and storage")
+    ] = Field(default=30_000, ge=1_000)
     """Most characters of one tool result the model reads; longer output keeps its head and
     tail with a note of what was cut."""
 
@@ -218,27 +231,34 @@ class ToolSettings(Section):
     """Seconds a command runs in the foreground before control returns with partial output
     (the command keeps running as a background job)."""
 
-    allow_network: bool = False
+    allow_network: Annotated[
+        bool, SafeValue("let commands send your code out or fetch what they run", safe=False)
+    ] = False
     """Whether sandboxed commands may reach the network."""
 
-    secret_env: list[str] = Field(default_factory=list)
+    secret_env: Annotated[list[str], Grows("hand your secrets to the commands it runs")] = Field(
+        default_factory=list
+    )
     """Environment variable names whose values are secrets: never passed to commands (not
     even through `tools.sandbox.env`) and always masked. Values that look like credentials
     (secret-sounding names, URLs with passwords, random tokens) are masked without it."""
 
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    """What commands see and may use; only the user's own config may set it."""
+    sandbox: Annotated[SandboxSettings, UserOnly("change what commands see and may use")] = Field(
+        default_factory=SandboxSettings
+    )
+    """What commands see and may use. A workspace file may only tighten it: hide more, pass
+    and expose less, lower the limits; its other keys are the user's own config's."""
 
 
 class AgentSettings(Section):
-    max_steps: int = Field(default=100, ge=1)
+    max_steps: Annotated[int, _TURN_LIMIT] = Field(default=100, ge=1)
     """Model calls one turn may make before it stops (summaries not counted)."""
 
-    max_turn_tokens: int | None = Field(default=None, ge=1)
+    max_turn_tokens: Annotated[int | None, _TURN_LIMIT] = Field(default=None, ge=1)
     """Tokens one turn may spend (prompt tokens not served from the engine's cache, plus
     generated tokens); unset means no limit."""
 
-    max_wall_time: float | None = Field(default=3600.0, gt=0)
+    max_wall_time: Annotated[float | None, _TURN_LIMIT] = Field(default=3600.0, gt=0)
     """Seconds one turn may run; unset means no limit."""
 
     max_step_tokens: int | None = Field(default=None, ge=16)
@@ -272,13 +292,15 @@ class AgentSettings(Section):
     speculative-decoding statistics) and store it with each model call; engines return what
     they can."""
 
-    repetition_limit: int = Field(default=4, ge=2)
+    repetition_limit: Annotated[int, _TURN_LIMIT] = Field(default=4, ge=2)
     """Identical failing tool calls in a row that stop the turn; the model is warned one
     call earlier. Calls that succeed (polling a job, re-running tests) never count."""
 
-    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    approval: Annotated[ApprovalPolicy, StricterApproval("run tool calls without asking you")] = (
+        Field(default_factory=ApprovalPolicy)
+    )
     """Which tool calls run on their own, are asked about, or are refused (by class, tool
-    and command). Only the user's own config may set it, never a workspace file."""
+    and command). A workspace file may only make it stricter."""
 
     approval_timeout: float = Field(default=600.0, gt=0)
     """Seconds to wait for a client to answer an approval before the call is denied."""
@@ -338,14 +360,20 @@ class Settings(BaseSettings):
         validate_default=True,
     )
 
-    home: Path = Field(default_factory=paths.default_home)
+    home: Annotated[Path, UserOnly("move your data, traces and server token included")] = Field(
+        default_factory=paths.default_home
+    )
     """Data folder: traces, checkpoints, logs (env `OPENCOMPOSER_HOME`)."""
 
-    models_dir: Path = Field(default_factory=paths.default_models_dir)
+    models_dir: Annotated[Path, UserOnly("make the engine load a model of its choosing")] = Field(
+        default_factory=paths.default_models_dir
+    )
     """Where pulled and converted models are kept."""
 
     engine: EngineSettings = Field(default_factory=EngineSettings)
-    server: ServerSettings = Field(default_factory=ServerSettings)
+    server: Annotated[
+        ServerSettings, UserOnly("change who may reach the server and which folders it opens")
+    ] = Field(default_factory=ServerSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     lsp: LspSettings = Field(default_factory=LspSettings)
@@ -395,17 +423,24 @@ def load_settings(
     if user_file.is_file():
         layers.append((f"user file {user_file}", _read_toml(user_file)))
         files.append(user_file)
+    judge = None
     if workspace is not None:
         workspace_file = workspace / paths.WORKSPACE_CONFIG_NAME
         if workspace_file.is_file():
-            data = _read_toml(workspace_file)
-            _refuse_user_only_keys(data, workspace_file)
-            layers.append((f"workspace file {workspace_file}", data))
+            judge = (len(layers), workspace_file)
+            layers.append((f"workspace file {workspace_file}", _read_toml(workspace_file)))
             files.append(workspace_file)
     layers.append(("env", EnvSettingsSource(Settings)()))
     if overrides:
         layers.append(("command line", _nest(overrides)))
+    if judge is not None:
+        _tighten_only(layers, *judge)
+    settings, origins = _validated(layers)
+    return LoadedSettings(settings=settings, origins=origins, files=files)
 
+
+def _validated(layers: list[tuple[str, dict[str, Any]]]) -> tuple[Settings, dict[str, str]]:
+    """The layers merged by precedence and validated, with the origin of every key set."""
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for origin, data in layers:
@@ -414,10 +449,50 @@ def load_settings(
         if origin == "env":
             origins[key] = f"env {_env_name(key)}"
     try:
-        settings = Settings.model_validate(merged)
+        return Settings.model_validate(merged), origins
     except ValidationError as exc:
         raise ConfigError(_describe(exc, origins)) from None
-    return LoadedSettings(settings=settings, origins=origins, files=files)
+
+
+def _tighten_only(layers: list[tuple[str, dict[str, Any]]], index: int, path: Path) -> None:
+    """Judge the workspace layer `layers[index]`, read from `path`, against what the user's
+    own layers make without it, in place: refuse a key it may not set or a value that would
+    loosen, and replace a list that may only grow by its union with the user's."""
+    data = layers[index][1]
+    judged = list(governed(Settings, data))
+    for key, rule in judged:
+        if isinstance(rule, UserOnly):
+            raise ConfigError(
+                f"{path}: key {key} cannot be set in a workspace file, because a repository "
+                f"could use it to {rule.risk}; set it in {paths.user_config_file()} or "
+                f"{_env_name(key)} instead"
+            )
+    if not judged:
+        return
+    below, _ = _validated(layers[:index] + layers[index + 1 :])
+    proposed, _ = _validated(layers)
+    for key, rule in judged:
+        try:
+            admitted = rule.admit(_value(below, key), _value(proposed, key))
+        except Loosens as exc:
+            raise ConfigError(
+                f"{path}: {key} cannot be loosened by a workspace file: {exc}. A repository "
+                f"could use it to {rule.risk}; if you want it, set it in "
+                f"{paths.user_config_file()} or {_env_name(key)}"
+            ) from None
+        if isinstance(rule, Grows):
+            *parents, leaf = key.split(".")
+            node = data
+            for part in parents:
+                node = node[part]
+            node[leaf] = admitted
+
+
+def _value(settings: Settings, dotted_key: str) -> Any:
+    value: Any = settings
+    for part in dotted_key.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def parse_override(assignment: str) -> tuple[str, Any]:
@@ -440,17 +515,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
-
-
-def _refuse_user_only_keys(data: dict[str, Any], path: Path) -> None:
-    for key, _ in _dict_leaves(data):
-        for forbidden in USER_ONLY_KEYS:
-            if key == forbidden or key.startswith(forbidden + "."):
-                raise ConfigError(
-                    f"{path}: key {key} cannot be set in a workspace file, because a repository "
-                    f"could use it to send your code or credentials elsewhere; set it in "
-                    f"{paths.user_config_file()} or {_env_name(key)} instead"
-                )
 
 
 def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
@@ -476,14 +540,6 @@ def _merge(
         else:
             into[key] = value
             origins[dotted] = origin
-
-
-def _dict_leaves(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for key, value in data.items():
-        if isinstance(value, Mapping) and value:
-            yield from _dict_leaves(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def _leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -91,9 +91,10 @@ SYSTEM_FOLDERS: tuple[tuple[str, str], ...] = (
 )
 
 # Folders inside SYSTEM_FOLDERS where people keep their work: a temporary folder like /tmp,
-# web sites (Debian's document root), locally built sources (the FHS's place for them). The
-# user's own home is one too wherever it is (/var/lib/jenkins, /root for root).
-WORK_FOLDERS = ("/var/tmp", "/var/www", "/usr/local/src")
+# web sites (Debian's document root), source code (the FHS's places for it, where the Node
+# and Ruby images' `WORKDIR /usr/src/app` puts a container's project). The user's own home
+# is one too wherever it is (/var/lib/jenkins, /root for root).
+WORK_FOLDERS = ("/var/tmp", "/var/www", "/usr/src", "/usr/local/src")
 
 # Entries of any home folder no workspace may be or lie in, by pattern.
 HOME_ENTRIES: tuple[tuple[str, str], ...] = (

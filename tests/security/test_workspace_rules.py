@@ -161,6 +161,7 @@ FINE_ELSEWHERE = [
     "/var/tmp/project",
     "/var/www/site",
     "/usr/local/src/nginx-1.27",
+    "/usr/src/app",
     "/data/projects/app",
 ]
 

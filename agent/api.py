@@ -44,10 +44,16 @@ from opencomposer.agent.protocol.methods import (
 )
 from opencomposer.agent.protocol.threads import Turn
 from opencomposer.agent.runtime import AgentRuntime
-from opencomposer.agent.session import SessionError, ThreadSession
+from opencomposer.agent.session import (
+    SessionError,
+    ThreadSession,
+    folder_full,
+    refuse_when_full,
+)
 from opencomposer.agent.tools.errors import ToolError
 from opencomposer.agent.turn_stream import TurnStream
 from opencomposer.agent.workspace_policy import allowed_workspace, resolved_folder
+from opencomposer.data_folder import DataFolderFull
 
 Watch = Callable[[ThreadSession, int], object]
 """Subscribes a transport to a thread's events after a `seq`; called synchronously, just
@@ -97,6 +103,7 @@ class AgentAPI:
 
     async def thread_start(self, params: ThreadStartParams) -> ThreadStartResponse:
         workspace = allowed_workspace(params.workspace, self.roots())
+        refuse_when_full(self.runtime.settings.home)  # a thread the store cannot keep
         session = await self.runtime.start_thread(
             workspace,
             title=params.title,
@@ -135,6 +142,8 @@ class AgentAPI:
             outcome = await session.undo(params.scope, params.turn_id)
         except ToolError as exc:
             raise SessionError(exc.message, kind="conflict") from None
+        except DataFolderFull as exc:  # the checkpoints could not be marked undone
+            raise folder_full(exc) from None
         return ThreadUndoResponse(
             restored=outcome.restored,
             conflicts=outcome.conflicts,
@@ -159,6 +168,7 @@ class AgentAPI:
     async def watch_turn(self, params: TurnStartParams, watch: Watch) -> tuple[ThreadSession, Turn]:
         """Start a turn with `watch` subscribed from before its first event."""
         session = await self.session(params.thread_id)
+        await session.catch_up_store()
         watch(session, session.log.seq)
         return session, await session.start_turn(params.input, params.limits)
 

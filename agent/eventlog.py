@@ -32,7 +32,7 @@ from opencomposer.agent.protocol.events import (
 )
 from opencomposer.agent.protocol.items import ItemDelta, ToolCallFields
 from opencomposer.agent.tools.harness_protocol import SecretWatch
-from opencomposer.agent.traces.base import TraceStore, TraceStoreError
+from opencomposer.agent.traces.base import EventStore, TraceStoreError
 from opencomposer.redact import Redactor, StreamRedactor
 
 # Live events a subscriber may have unread before it switches to reading from the store.
@@ -99,7 +99,7 @@ class Subscription:
 class ThreadLog:
     def __init__(
         self,
-        store: TraceStore,
+        store: EventStore,
         thread_id: str,
         redactor: Redactor | None = None,
         secret_files: SecretWatch | None = None,

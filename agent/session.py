@@ -4,6 +4,12 @@ running in it (at most one).
 Everything a turn does to the log goes through here, so each change is one event, stored
 before anyone sees it. Transports (HTTP, LSP, the CLI, RL rollouts) drive a session with the
 same few calls: `start_turn`, `interrupt`, `steer`, `respond_approval`, `subscribe`.
+
+When the data folder fills up, the store can no longer keep the thread's events: the
+session's `EventBacklog` tells them to the clients all the same, and the running turn ends
+failed with the folder's name and free space. A turn is not started while the folder has no
+room (`SessionError` of kind `data_folder_full`); the first that starts once it has stores
+the final state of what the failure left open, so the store ends up whole and consistent.
 """
 
 import asyncio
@@ -13,12 +19,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from opencomposer.agent.approvals import ApprovalGate
 from opencomposer.agent.eventlog import Subscription, ThreadLog
 from opencomposer.agent.facts import Facts, MachineFacts, turn_context
 from opencomposer.agent.item_log import ItemLog
-from opencomposer.agent.protocol.events import TurnCompletedEvent, TurnStartedEvent
+from opencomposer.agent.protocol.common import ErrorInfo
+from opencomposer.agent.protocol.events import (
+    ItemCompletedEvent,
+    TurnCompletedEvent,
+    TurnStartedEvent,
+)
 from opencomposer.agent.protocol.items import (
     ApprovalDecision,
     ApprovalRequestItem,
@@ -38,10 +50,12 @@ from opencomposer.agent.tools.harness_protocol import (
     PreparedCall,
     UndoOutcome,
 )
-from opencomposer.agent.traces.base import Outcome, TraceStore
+from opencomposer.agent.traces.backlog import EventBacklog
+from opencomposer.agent.traces.base import Outcome, TraceStore, TraceStoreFull
 from opencomposer.agent.traces.records import CallChain, edit_outcomes, model_call_record
 from opencomposer.agent.turn import ActiveTurn, TurnBudget
 from opencomposer.config import Settings
+from opencomposer.data_folder import DataFolderFull, ensure_room
 from opencomposer.serving.engines.base import (
     Capture,
     Engine,
@@ -70,6 +84,19 @@ class SessionError(Exception):
             self.kind = kind
 
 
+def folder_full(exc: DataFolderFull) -> SessionError:
+    """The data folder's lack of room as transports report a refused request."""
+    return SessionError(exc.message, kind=exc.kind)
+
+
+def refuse_when_full(folder: Path) -> None:
+    """SessionError `data_folder_full` when the data folder has no room for more work."""
+    try:
+        ensure_room(folder)
+    except DataFolderFull as exc:
+        raise folder_full(exc) from None
+
+
 @dataclass
 class _Running:
     turn: Turn
@@ -96,7 +123,8 @@ class ThreadSession:
         self.store = store
         self.harness = harness
         self.facts = facts or MachineFacts()
-        self.log = ThreadLog(store, thread.id, harness.redactor, harness.secret_files)
+        self.backlog = EventBacklog(store, self._store_full)
+        self.log = ThreadLog(self.backlog, thread.id, harness.redactor, harness.secret_files)
         self.log.on_unsubscribe = self._approvers_changed
         self.item_log = ItemLog(self.log, system_prompt, items)
         self.gate = ApprovalGate(
@@ -107,6 +135,8 @@ class ThreadSession:
         self._calls = CallChain()
         self._approvals: dict[str, asyncio.Future[ApprovalRequestResponse]] = {}
         self._running: _Running | None = None
+        self._last_ended: Turn | None = None
+        self._catching_up = asyncio.Lock()
         self._turns_started = 0  # by this session: only those have edits to report at close
         self._closed = False
         self._starting = False
@@ -139,9 +169,12 @@ class ThreadSession:
             )
         self._starting = True
         try:
+            await self.catch_up_store()
             await self._record_followup()
             turn = Turn(id=f"turn_{uuid.uuid4().hex[:12]}", thread_id=self.thread.id)
             context = await turn_context(self.harness, self.items, self.facts)
+        except DataFolderFull as exc:  # the checkpoints, asked what became of the last edits
+            raise folder_full(exc) from None
         finally:
             self._starting = False
         # The user may have written a .env file since the last turn: known before anything
@@ -182,12 +215,56 @@ class ThreadSession:
 
     async def _run(self, active: ActiveTurn) -> Turn:
         turn = await active.run()
-        self.log.emit(TurnCompletedEvent, turn=turn)
-        self.thread = self.thread.model_copy(update={"updated_at": datetime.now(UTC)})
-        self.store.update_thread(self.thread)
-        self._running = None
+        self._last_ended = turn
+        try:
+            self.log.emit(TurnCompletedEvent, turn=turn)
+            self.thread = self.thread.model_copy(update={"updated_at": datetime.now(UTC)})
+            self.store.update_thread(self.thread)
+        finally:
+            self._running = None
         # What the caller gets is what clients were told: the turn as redacted.
         return self.harness.redactor.redact_data(turn)
+
+    def _store_full(self, failure: TraceStoreFull) -> None:
+        """The store's folder is full, so nothing the running turn does can be recorded: it
+        ends failed with that (its clients still hear how, from the backlog)."""
+        running = self._running
+        if running is None:
+            return
+        running.active.abort(ErrorInfo(kind=failure.kind, message=failure.message))
+        if running.active.started:  # else it fails as soon as it runs
+            running.task.cancel()
+
+    async def catch_up_store(self) -> None:
+        """Before a turn: room in the data folder, and, after the store was full, the store
+        given the final state of the last turn (its items and itself, as they ended), which
+        its clients were told but it could not keep. SessionError `data_folder_full` while
+        it still cannot. Transports call it before they subscribe to the turn, so that a
+        turn's stream does not carry the last one's end."""
+        refuse_when_full(self.settings.home)
+        async with self._catching_up:
+            if self.backlog.failure is None or self._running is not None:
+                return  # nothing to store, or not yet: the running turn is still ending
+            self.backlog.retry()
+            ended = self._last_ended
+            if ended is not None:
+                self._store_final_state(ended)
+            self.store.update_thread(self.thread)
+            try:
+                await self.backlog.settled()
+            except TraceStoreFull as exc:
+                raise folder_full(exc) from None
+
+    def _store_final_state(self, ended: Turn) -> None:
+        """Complete in the store each item of `ended` it lacks or holds otherwise, then the
+        turn itself: upserts, so what the store kept before it filled up is kept."""
+        stored = next((t for t in self.store.turns(self.thread.id) if t.id == ended.id), None)
+        kept = {item.id: item for item in stored.items} if stored is not None else {}
+        for item in self.items:
+            if item.turn_id == ended.id and kept.get(item.id) != item:
+                self.log.emit(ItemCompletedEvent, item=item)
+        if stored is None or stored.status != ended.status:
+            self.log.emit(TurnCompletedEvent, turn=ended)
 
     async def wait(self, turn_id: str) -> Turn:
         running = self._running
@@ -399,7 +476,7 @@ class ThreadSession:
             return
         try:
             outcomes = await edit_outcomes(self.harness, self.thread.id, last, when="session_end")
-        except HarnessUnavailable as exc:
+        except (HarnessUnavailable, DataFolderFull) as exc:
             log.warning("the edits of turn %s are not recorded: %s", last, exc.message)
             return
         for outcome in outcomes:

@@ -5,7 +5,9 @@ made, concurrently where they only read) -> repeat. Before each step the context
 and, past the trigger, the model summarizes itself (`summarizer`). Every way out is recorded
 on the turn: answered, a budget (steps, tokens, wall time), repetition, interruption (open
 items end `interrupted`, a running command is killed, the model stream is closed), or an
-error the turn cannot recover from.
+error the turn cannot recover from, among them a full data folder: the session aborts the
+turn when its events can no longer be stored, and a tool that could not record its
+checkpoint ends it too (`DataFolderFull`).
 """
 
 import asyncio
@@ -46,6 +48,7 @@ from opencomposer.agent.tool_items import ToolCallPlan, completion, groups, plan
 from opencomposer.agent.tools.errors import Denied
 from opencomposer.agent.tools.harness_protocol import Harness, HarnessUnavailable, PreparedCall
 from opencomposer.config import AgentSettings
+from opencomposer.data_folder import DataFolderFull
 from opencomposer.serving.engines.base import (
     Capture,
     ChatMessage,
@@ -185,6 +188,13 @@ class ActiveTurn:
         self.started = False
         """Whether `run` has begun: a task cancelled before it runs cannot clean up."""
 
+        self._aborted: ErrorInfo | None = None
+
+    def abort(self, error: ErrorInfo) -> None:
+        """End the turn failed with `error`: its owner cancels it (once it has started), and
+        the cancellation ends it so instead of as interrupted."""
+        self._aborted = error
+
     # ------------------------------------------------------------------ steering
 
     def steer(self, item: UserMessageItem) -> None:
@@ -209,16 +219,24 @@ class ActiveTurn:
         deadline over the whole turn: it cancels whatever is in progress (a model stream, a
         command, a wait for approval), as an interrupt does."""
         self.started = True
+        if self._aborted is not None:
+            return self.fail(self._aborted)
         deadline = asyncio.timeout(self.budget.wall_time)
         try:
             async with deadline:
                 await self._loop()
         except TurnStopped as stop:
+            if stop.status == TurnStatus.failed and stop.error is not None:
+                return self.fail(stop.error)
             self.log.close_open(ItemStatus.interrupted)
             return self._end(stop.status, stop.reason, stop.error)
         except asyncio.CancelledError:
+            if self._aborted is not None:
+                return self.fail(self._aborted)
             self.log.close_open(ItemStatus.interrupted, note=_INTERRUPTED)
             return self._end(TurnStatus.interrupted, StopReason.interrupted)
+        except DataFolderFull as exc:
+            return self.fail(ErrorInfo(kind=exc.kind, message=exc.message))
         except EngineError as exc:
             return self.fail(ErrorInfo(kind=exc.kind, message=exc.message, retryable=exc.retryable))
         except HarnessUnavailable as exc:
@@ -513,6 +531,11 @@ class ActiveTurn:
         if verdict == Repetition.warn:
             outcome.text += WARNING.format(count=self.repetition.count)
         self.log.complete(plan.item, **completion(plan.item, outcome, declined=plan.declined))
+        if outcome.error is not None and outcome.error.kind == DataFolderFull.kind:
+            # Its checkpoint could not be recorded: nothing the model can do about that.
+            message = outcome.error.message.removeprefix(f"Error ({DataFolderFull.kind}): ")
+            full = ErrorInfo(kind=DataFolderFull.kind, message=message)
+            return TurnStopped(StopReason.error, TurnStatus.failed, full)
         return TurnStopped(StopReason.repetition) if verdict == Repetition.stop else None
 
 

@@ -227,6 +227,11 @@ class ToolSettings(Section):
     read_lines: int = Field(default=2_000, ge=10)
     """Lines `read_file` returns when the call gives no `limit`."""
 
+    checkpoint_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    """Largest file (apparent size: a sparse file counts whole) whose contents a checkpoint
+    keeps for undo. A larger file is changed all the same, never read whole, and the tool's
+    result says that undo cannot restore it."""
+
     command_timeout: float = Field(default=30.0, gt=0)
     """Seconds a command runs in the foreground before control returns with partial output
     (the command keeps running as a background job)."""

@@ -122,8 +122,9 @@ class ThreadUndoResponse(ProtocolModel):
     """Files someone changed since the agent wrote them: left as they are."""
 
     unrestorable: list[str] = Field(default_factory=list)
-    """Secret files (`.env`, `.env.*`) the undone edits changed: their contents are never kept
-    in checkpoints, so undo cannot put them back."""
+    """Files the undone edits changed whose contents checkpoints do not keep, so undo cannot
+    put them back: secret files (`.env`, `.env.*`), and files larger than
+    `tools.checkpoint_max_bytes`."""
 
 
 class ThreadEventsParams(ProtocolModel):

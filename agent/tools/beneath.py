@@ -90,20 +90,24 @@ class Tree:
 
         return self._twice(path, attempt)
 
-    def read(self, path: PurePath, limit: int | None = None) -> bytes:
-        """A regular file's bytes. FileTooLarge over `limit` bytes, IsADirectoryError for a
-        folder, NotRegularFile for anything else that is not a regular file."""
+    def read(self, path: PurePath, limit: int) -> bytes:
+        """A regular file's bytes. FileTooLarge over `limit` bytes (its size taken from the
+        opened descriptor before a byte is read: a command chooses how large a file is, and
+        a sparse one costs it nothing), IsADirectoryError for a folder, NotRegularFile for
+        anything else that is not a regular file."""
 
         def attempt() -> bytes:
             with self._parent(path) as (parent, name):
                 _regular(_lstat(parent, name))
                 with os.fdopen(_open_at(parent, name, _READ), "rb") as handle:
                     size = _regular(os.fstat(handle.fileno())).st_size
-                    if limit is not None and size > limit:
+                    if size > limit:
                         raise FileTooLarge(size)
-                    data = handle.read() if limit is None else handle.read(limit + 1)
-                    if limit is not None and len(data) > limit:  # grew since the fstat
-                        raise FileTooLarge(len(data))
+                    data = handle.read(size + 1)
+                    if len(data) > size:  # it grew since the fstat
+                        data += handle.read(limit + 1 - len(data))
+                        if len(data) > limit:
+                            raise FileTooLarge(len(data))
                     return data
 
         return self._twice(path, attempt)

@@ -18,7 +18,7 @@ from opencomposer.agent.tools.checkpoints import Change, CheckpointStore
 from opencomposer.agent.tools.errors import UnexpectedEnvironment
 from opencomposer.agent.tools.secret_files import is_secret_file
 from opencomposer.agent.tools.textfile import BinaryFile, decode, lines_with_endings
-from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.agent.tools.workspace import Image, Oversized, Workspace
 
 # Diffs beyond this many characters are cut for clients (the file itself is complete).
 MAX_DIFF_CHARS = 200_000
@@ -28,8 +28,11 @@ MAX_DIFF_CHARS = 200_000
 class FileOp:
     kind: Literal["add", "update", "delete", "move"]
     path: Path
-    before: bytes | None
-    after: bytes | None
+    before: Image
+    after: Image
+    """The bytes written, None for a delete; a move's is its `before` (the file moves as it
+    is, even one too large to have been read)."""
+
     move_to: Path | None = None
 
     def checkpoint_changes(self) -> list[Change]:
@@ -58,11 +61,14 @@ async def apply_ops(
         try:
             await _perform(op, workspace)
         except (OSError, PathChanged) as exc:
+            reverted = 0
             for earlier in reversed(done):
                 # If this fails too, the checkpoint still holds the original for undo.
                 with contextlib.suppress(OSError, PathChanged):
-                    await _revert(earlier, workspace)
+                    reverted += await _revert(earlier, workspace)
             rolled_back = f"{len(done)} earlier change(s) of this call were rolled back"
+            if reverted < len(done):
+                rolled_back = f"{reverted} of {rolled_back} (the others could not be)"
             if isinstance(exc, PathChanged):
                 raise PathChanged(f"{workspace.relative(op.path)} ({rolled_back})") from None
             raise UnexpectedEnvironment(
@@ -78,26 +84,31 @@ async def _perform(op: FileOp, workspace: Workspace) -> None:
     if op.kind == "delete":
         await writer.delete(op.path)
     elif op.kind == "move":
-        assert op.move_to is not None and op.after is not None
+        assert op.move_to is not None
         await writer.move(op.path, op.move_to)
         if op.after != op.before:
+            assert isinstance(op.after, bytes)
             await writer.write(op.move_to, op.after)
     else:
-        assert op.after is not None
+        assert isinstance(op.after, bytes)
         await writer.write(op.path, op.after)
 
 
-async def _revert(op: FileOp, workspace: Workspace) -> None:
+async def _revert(op: FileOp, workspace: Workspace) -> bool:
+    """Undo a performed op; False when its original was too large to have been read."""
     writer = workspace.writer
     if op.kind == "add":
         await writer.delete(op.path)
     elif op.kind == "move":
-        assert op.move_to is not None and op.before is not None
+        assert op.move_to is not None
         await writer.move(op.move_to, op.path)
+        if isinstance(op.before, bytes) and op.after != op.before:
+            await writer.write(op.path, op.before)
+    elif isinstance(op.before, bytes):
         await writer.write(op.path, op.before)
     else:
-        assert op.before is not None
-        await writer.write(op.path, op.before)
+        return False
+    return True
 
 
 def describe(op: FileOp, workspace: Workspace) -> FileChange:
@@ -114,8 +125,11 @@ def describe(op: FileOp, workspace: Workspace) -> FileChange:
     )
 
 
-def unified_diff(before: bytes | None, after: bytes | None, old_name: str, new_name: str) -> str:
-    """A git-style unified diff of two text images; empty for binary content."""
+def unified_diff(before: Image, after: Image, old_name: str, new_name: str) -> str:
+    """A git-style unified diff of two text images; empty for binary content, or for a file
+    too large to have been read."""
+    if isinstance(before, Oversized) or isinstance(after, Oversized):
+        return ""
     try:
         old = decode(before).text if before is not None else ""
         new = decode(after).text if after is not None else ""

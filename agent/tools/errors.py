@@ -4,6 +4,7 @@ result, telling the model what went wrong and how to recover."""
 from typing import ClassVar
 
 from opencomposer.agent.protocol.common import ErrorInfo
+from opencomposer.data_folder import DataFolderFull
 
 
 class ToolError(Exception):
@@ -65,3 +66,10 @@ class UserAborted(ToolError):
     """The user interrupted the turn while the call ran."""
 
     kind = "user_aborted"
+
+
+class NotRecorded(ToolError):
+    """The data folder had no room for the call's record (its checkpoint): nothing was
+    changed, and the turn ends, since nothing the model does can make room."""
+
+    kind = DataFolderFull.kind

@@ -23,7 +23,7 @@ from opencomposer.agent.tools.textfile import (
     split_lines,
     to_file_newlines,
 )
-from opencomposer.agent.tools.workspace import Workspace
+from opencomposer.agent.tools.workspace import Image, Workspace
 
 MAX_LINE_CHARS = 2_000
 
@@ -44,11 +44,14 @@ def writable(workspace: Workspace, path: str) -> Path:
     return resolved
 
 
-def existing_file(workspace: Workspace, path: Path, shown: str) -> bytes:
-    """The whole file (any size: it is kept for undo, not decoded)."""
+def existing_file(workspace: Workspace, path: Path, shown: str, limit: int) -> Image:
+    """The file as kept for undo (not decoded): its bytes, or only its size over `limit`."""
     if not workspace.is_file(path):
         raise NotFound(f"{shown} does not exist", hint="Check the path with glob.")
-    return workspace.read_bytes(path, limit=None)
+    image = workspace.current_bytes(path, limit)
+    if image is None:  # gone since the check
+        raise NotFound(f"{shown} does not exist", hint="Check the path with glob.")
+    return image
 
 
 def encode_as(document: TextFile, text: str, shown: str) -> bytes:
@@ -63,10 +66,10 @@ def encode_as(document: TextFile, text: str, shown: str) -> bytes:
         ) from None
 
 
-def encode_like(text: str, before: bytes | None, shown: str) -> bytes:
+def encode_like(text: str, before: Image, shown: str) -> bytes:
     """Model-written content (`\\n` line endings) in the format of the file it replaces;
-    UTF-8 for a new or binary file."""
-    if before is None:
+    UTF-8 for a new or binary file, or one too large to have been read."""
+    if not isinstance(before, bytes):
         return text.encode("utf-8")
     try:
         old = decode(before)
@@ -182,7 +185,7 @@ class WriteFile(Tool[WriteFileArgs]):
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
         shown = workspace.relative(path)
-        before = workspace.current_bytes(path)
+        before = workspace.current_bytes(path, ctx.harness.settings.checkpoint_max_bytes)
         if before is not None and not args.overwrite:
             raise Conflict(
                 f"{shown} already exists",
@@ -225,7 +228,7 @@ class DeleteFile(Tool[DeleteFileArgs]):
         workspace = ctx.harness.workspace
         path = writable(workspace, args.path)
         shown = workspace.relative(path)
-        before = existing_file(workspace, path, shown)
+        before = existing_file(workspace, path, shown, ctx.harness.settings.checkpoint_max_bytes)
         changes = await ctx.harness.apply([FileOp("delete", path, before, None)], ctx)
         return ToolResult(text=f"Deleted {shown}.", fields={"changes": changes})
 
@@ -258,7 +261,7 @@ class MoveFile(Tool[MoveFileArgs]):
         source = writable(workspace, args.path)
         target = writable(workspace, args.new_path)
         shown, shown_target = workspace.relative(source), workspace.relative(target)
-        data = existing_file(workspace, source, shown)
+        data = existing_file(workspace, source, shown, ctx.harness.settings.checkpoint_max_bytes)
         if workspace.stat(target) is not None:
             raise Conflict(
                 f"{shown_target} already exists",

@@ -32,6 +32,7 @@ from opencomposer.agent.tools.errors import (
     Conflict,
     InvalidArguments,
     NotFound,
+    NotRecorded,
     ToolError,
     UnexpectedEnvironment,
 )
@@ -51,6 +52,7 @@ from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.jobs import JobManager, OnOutput
 from opencomposer.agent.tools.workspace import Workspace
 from opencomposer.config import ToolSettings
+from opencomposer.data_folder import DataFolderFull
 from opencomposer.redact import Redactor
 from opencomposer.serving.engines.base import ToolSpec
 
@@ -170,6 +172,8 @@ class ToolHarness:
             result = await self._run_tool(tool, args, bool(prepared.commands), context)
         except ToolError as error:
             return self.failure(call_id, tool.name, error, prepared, _ms(started))
+        except DataFolderFull as full:
+            return self.failure(call_id, tool.name, NotRecorded(full.message), prepared)
         except Exception as exc:  # a bug in a tool must not crash the turn
             log.exception("tool %s failed", tool.name, extra={"call_id": call_id})
             crash = UnexpectedEnvironment(f"the {tool.name} tool failed unexpectedly: {exc}")
@@ -219,23 +223,27 @@ class ToolHarness:
         return cap_text(self.redactor.redact(text), self.settings.output_cap)
 
     def _not_checkpointed(self, call_id: str) -> str:
-        """A note for the model when the call changed secret files, which undo cannot put
-        back (their contents are never kept)."""
+        """A note for the model when the call changed files whose contents checkpoints do
+        not keep (secret files, files over `tools.checkpoint_max_bytes`): undo cannot put
+        them back."""
         if "checkpoints" not in self.__dict__:
             return ""
-        paths = [self.workspace.relative(Path(p)) for p in self.checkpoints.unkept(call_id)]
-        if not paths:
+        unkept = self.checkpoints.unkept(call_id)
+        if not unkept:
             return ""
-        return (
-            f"\nNote: secret files are never kept in checkpoints, so undo cannot restore "
-            f"{', '.join(paths)}."
-        )
+        shown = [f"{self.workspace.relative(Path(path))} ({why})" for path, why in unkept]
+        return f"\nNote: undo cannot restore {', '.join(shown)}."
 
     # ------------------------------------------------------------------ files
 
     @cached_property
     def checkpoints(self) -> CheckpointStore:
-        return CheckpointStore(self.data_dir / "checkpoints", self.workspace.root, self.thread_id)
+        return CheckpointStore(
+            self.data_dir / "checkpoints",
+            self.workspace.root,
+            self.thread_id,
+            self.settings.checkpoint_max_bytes,
+        )
 
     async def apply(self, ops: Sequence[FileOp], ctx: ToolContext) -> list[FileChange]:
         """Checkpoint and perform a call's file operations as one unit."""
@@ -249,7 +257,7 @@ class ToolHarness:
         undone: list[int] = []
         for item in self.checkpoints.plan_undo(scope, turn_id):
             try:
-                current = self.workspace.current_bytes(item.path)
+                current = self.workspace.current_bytes(item.path, _size(item.expected))
             except ToolError:  # unreadable now, or a symlink took its path: left alone
                 conflicts.append(self.workspace.relative(item.path))
                 continue
@@ -284,7 +292,8 @@ class ToolHarness:
         """What became of each file the turn changed (an editor's unsaved buffer counts)."""
         states = []
         for restore in self.checkpoints.plan_undo("turn", turn_id):
-            current = self.workspace.current_bytes(restore.path)
+            limit = max(_size(restore.expected), _size(restore.restore))
+            current = self.workspace.current_bytes(restore.path, limit)
             state: Literal["kept", "reverted", "modified"] = (
                 "kept"
                 if current == restore.expected
@@ -398,6 +407,11 @@ def _parse_arguments(tool: Tool[ArgsT], arguments: dict[str, Any] | str | None) 
         raise InvalidArguments(
             f"{tool.name}: {problems}", hint=f"{tool.name} takes: {fields}."
         ) from None
+
+
+def _size(image: bytes | None) -> int:
+    """How much of a file to read to compare it with `image`: a larger one differs."""
+    return 0 if image is None else len(image)
 
 
 def _ms(started: float) -> int:

@@ -112,8 +112,8 @@ class UndoOutcome:
     """Files changed by someone else since the agent wrote them; left untouched."""
 
     unrestorable: list[str] = field(default_factory=list)
-    """Secret files the undone edits changed: their contents are never kept in checkpoints,
-    so undo cannot put them back."""
+    """Files the undone edits changed whose contents checkpoints do not keep (secret files,
+    files over `tools.checkpoint_max_bytes`), so undo cannot put them back."""
 
     def to_json(self) -> dict[str, Any]:
         return {

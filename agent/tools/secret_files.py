@@ -16,6 +16,7 @@ re-reads a file or re-lists a folder only when its mtime moved.
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -220,6 +221,25 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+def _read_small(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes when it has at most `limit` (a symlink to one is followed, as
+    dotenv loaders do); judged on the opened descriptor, so a command cannot swap in a FIFO
+    (which would block) or a huge file between a check and the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        try:
+            data = handle.read(limit + 1)
+        except OSError:
+            return None
+    return data if len(data) <= limit else None
+
+
 def _stat(path: Path | str) -> os.stat_result | None:
     try:
         return os.stat(path)
@@ -321,13 +341,9 @@ class SecretFiles:
         if self._files[path] == signature:
             return
         self._files[path] = signature
-        if st.st_size > MAX_DOTENV_BYTES or not os.path.isfile(path):
-            return
-        try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
-        self._learn(secret_values(dotenv_assignments(text)))
+        data = _read_small(path, MAX_DOTENV_BYTES)
+        if data is not None:
+            self._learn(secret_values(dotenv_assignments(data.decode("utf-8", "replace"))))
 
     def _learn(self, values: list[str]) -> None:
         for value in values:

@@ -12,6 +12,7 @@ which is the disk by default and the editor (`workspace/applyEdit`) under LSP.
 import os
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -27,6 +28,19 @@ from opencomposer.agent.tools.textfile import BinaryFile, TextFile, decode, new_
 
 # Larger files are not decoded whole; 128 MiB covers generated sources and logs users open.
 MAX_TEXT_BYTES = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A file's content left unread because it is larger than the reader's limit: only its
+    size (apparent: a sparse file counts whole) is known."""
+
+    size: int
+
+
+Image = bytes | None | Oversized
+"""What a file holds, as a checkpoint or a comparison sees it: its bytes, None for no file,
+or its size alone."""
 
 
 class Writer(Protocol):
@@ -123,12 +137,26 @@ class Workspace:
 
     # ------------------------------------------------------------------ reading
 
-    def read_bytes(self, path: Path, limit: int | None = MAX_TEXT_BYTES) -> bytes:
+    def read_bytes(self, path: Path, limit: int = MAX_TEXT_BYTES) -> bytes:
         """A regular file's bytes, refusing with a typed error what is missing, a folder, a
         FIFO, socket or device, or over `limit` bytes."""
-        shown = self.relative(path) if self.contains(path) else str(path)
+        data = self._read(path, limit)
+        if isinstance(data, Oversized):
+            raise InvalidArguments(
+                f"{self._shown(path)} is {data.size:,} bytes, over the {limit:,}-byte limit "
+                "for text tools",
+                hint="Search it with grep instead.",
+            )
+        return data
+
+    def _read(self, path: Path, limit: int) -> bytes | Oversized:
+        """The bytes, or the size of a file over `limit`, judged on the opened descriptor
+        before anything is read (`Tree.read`)."""
+        shown = self._shown(path)
         try:
             return self.tree.read(path, limit)
+        except FileTooLarge as exc:
+            return Oversized(exc.size)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(
                 f"{shown} does not exist", hint="Check the path with glob or grep."
@@ -142,13 +170,11 @@ class Workspace:
                 f"{shown} is not a regular file (a FIFO, socket or device)",
                 hint="Only regular files can be read.",
             ) from None
-        except FileTooLarge as exc:
-            raise InvalidArguments(
-                f"{shown} is {exc.size:,} bytes, over the {limit:,}-byte limit for text tools",
-                hint="Search it with grep instead.",
-            ) from None
         except OSError as exc:
             raise UnexpectedEnvironment(f"reading {shown} failed: {exc.strerror or exc}") from None
+
+    def _shown(self, path: Path) -> str:
+        return self.relative(path) if self.contains(path) else str(path)
 
     def read_text(self, path: Path) -> TextFile:
         """The file as text, the editor's unsaved buffer winning over the disk. Raises
@@ -175,14 +201,16 @@ class Workspace:
                 changed.append(self.relative(path))
         return sorted(changed)
 
-    def current_bytes(self, path: Path) -> bytes | None:
+    def current_bytes(self, path: Path, limit: int = MAX_TEXT_BYTES) -> Image:
         """What the file holds as the agent sees it (an unsaved buffer, encoded in the file's
-        format), or None when it does not exist: the `before` of a change and what undo and
-        edit outcomes compare with."""
+        format), None when it does not exist, or only its size when that is over `limit`
+        (nothing of it is read): the `before` of a change and what undo and edit outcomes
+        compare with. A command decides how large a file is, so no caller reads one whole."""
         if path in self._overlay:
-            return self.read_text(path).encode()
-        return self._disk_bytes(path)
+            data = self.read_text(path).encode()
+            return Oversized(len(data)) if len(data) > limit else data
+        return self._read(path, limit) if self.is_file(path) else None
 
     def _disk_bytes(self, path: Path) -> bytes | None:
-        """The file on disk, None when there is no regular file there."""
-        return self.read_bytes(path, limit=None) if self.is_file(path) else None
+        """The file on disk (at most MAX_TEXT_BYTES), None when there is no regular file."""
+        return self.read_bytes(path) if self.is_file(path) else None

@@ -20,11 +20,17 @@ import numpy as np
 from opencomposer.agent.protocol.events import Event
 from opencomposer.agent.protocol.items import Item
 from opencomposer.agent.protocol.threads import Thread, Turn, TurnWithItems
+from opencomposer.data_folder import DataFolderFull
 from opencomposer.redact import Redactor
 
 
 class TraceStoreError(Exception):
     """The trace store cannot be opened, is from a newer version, or could not write."""
+
+
+class TraceStoreFull(TraceStoreError, DataFolderFull):
+    """The trace store could not write because its folder's file system is full: nothing of
+    the transaction was kept, and the store is intact."""
 
 
 @dataclass
@@ -108,6 +114,22 @@ class CompletionRecord:
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
     events: list[CompletionEvent] = field(default_factory=list)
     """Filled when read back; ignored by `record_completion`."""
+
+
+class EventStore(Protocol):
+    """What a thread's event log needs of a store: a `TraceStore`, or the `EventBacklog` that
+    holds its events while the store's folder is full."""
+
+    def append(
+        self,
+        event: Event,
+        then: Callable[[], None] | None = None,
+        failed: Callable[[TraceStoreError], None] | None = None,
+    ) -> None: ...
+    def events(
+        self, thread_id: str, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]: ...
+    def last_seq(self, thread_id: str) -> int: ...
 
 
 class TraceStore(Protocol):

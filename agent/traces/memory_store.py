@@ -36,6 +36,7 @@ from opencomposer.agent.traces.base import (
     ModelCallRecord,
     Outcome,
     TraceStoreError,
+    TraceStoreFull,
 )
 from opencomposer.agent.traces.model_calls import (
     keeps_any,
@@ -46,6 +47,7 @@ from opencomposer.agent.traces.model_calls import (
     unpack_experts,
     whole_calls,
 )
+from opencomposer.data_folder import is_full
 from opencomposer.paths import private_dir, private_file
 from opencomposer.redact import Redactor
 
@@ -112,6 +114,8 @@ class MemoryTraceStore:
             try:
                 self._file.write(json.dumps(record, ensure_ascii=False, default=_json) + "\n")
             except OSError as exc:
+                if is_full(exc) and self.path is not None:
+                    raise TraceStoreFull(self.path.parent, f"cannot write {self.path}") from exc
                 raise TraceStoreError(f"cannot write the trace file {self.path}: {exc}") from exc
 
     def _apply(self, record: dict[str, Any]) -> None:

@@ -12,7 +12,9 @@ before the call returns: there is nothing to hand `then` to later.
 A write that fails (a constraint it breaks) is undone alone, and its `failed` runs instead of
 its `then`; a transaction that cannot commit (disk full, an I/O error) fails every write in it
 that way. So no client is told of an event the store does not have, and the one that handed
-it over learns why (`eventlog.ThreadLog` fails its thread's next event with it).
+it over learns why (`eventlog.ThreadLog` fails its thread's next event with it). A full file
+system fails the transaction whole, as `TraceStoreFull` naming the folder: SQLite may already
+have rolled it back, so there is no savepoint left to retry single writes under.
 """
 
 import asyncio
@@ -23,8 +25,10 @@ import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
-from opencomposer.agent.traces.base import TraceStoreError
+from opencomposer.agent.traces.base import TraceStoreError, TraceStoreFull
+from opencomposer.data_folder import is_full
 
 Write = Callable[[sqlite3.Connection], None]
 """One change, run inside the writer's transaction."""
@@ -37,8 +41,10 @@ _Queued = tuple[Write, Done | None, Failed | None, asyncio.AbstractEventLoop]
 
 
 class BatchWriter:
-    def __init__(self, db: sqlite3.Connection, name: str) -> None:
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        """`path`: the database's file, whose folder a full file system is reported by."""
         self._db = db
+        self._folder = path.parent
         self.lock = threading.Lock()
         """Held while the connection is in use: by a batch, or by a reader."""
 
@@ -47,7 +53,9 @@ class BatchWriter:
         self._submitted = 0
         self._settled = 0  # writes committed or failed
         self._closing = False
-        self._thread = threading.Thread(target=self._run, name=f"trace-writer {name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"trace-writer {path.name}", daemon=True
+        )
         self._thread.start()
 
     def submit(self, write: Write, then: Done | None = None, failed: Failed | None = None) -> None:
@@ -75,7 +83,7 @@ class BatchWriter:
                 with self._db:
                     write(self._db)
             except Exception as exc:
-                raise _failure(exc) from exc
+                raise self._failure(exc) from exc
 
     def flush(self) -> None:
         """Return once every write queued so far is settled."""
@@ -125,7 +133,7 @@ class BatchWriter:
                 except _WriteFailed:
                     return self._transaction(writes, isolated=True)
             except sqlite3.Error as exc:  # the transaction itself (disk full, I/O)
-                return [_failure(exc)] * len(batch)
+                return [self._failure(exc)] * len(batch)
 
     def _transaction(self, writes: list[Write], *, isolated: bool) -> list[TraceStoreError | None]:
         failures: list[TraceStoreError | None] = []
@@ -137,10 +145,12 @@ class BatchWriter:
                 try:
                     write(self._db)
                 except Exception as exc:  # whatever it was, this write did not happen
+                    if is_full(exc):
+                        raise  # the transaction's failure, not this write's
                     if not isolated:
                         raise _WriteFailed from exc
                     self._db.execute("ROLLBACK TO write")
-                    failures.append(_failure(exc))
+                    failures.append(self._failure(exc))
                 else:
                     failures.append(None)
                 if isolated:
@@ -152,6 +162,11 @@ class BatchWriter:
             raise
         return failures
 
+    def _failure(self, exc: Exception) -> TraceStoreError:
+        if is_full(exc):
+            return TraceStoreFull(self._folder, f"the trace store could not write: {exc}")
+        return TraceStoreError(f"the trace store could not write: {exc}")
+
 
 class _WriteFailed(Exception):
     """A write of a batch run without savepoints failed: run it again with them."""
@@ -160,7 +175,3 @@ class _WriteFailed(Exception):
 def _log_failure(failure: TraceStoreError) -> None:
     """For a write whose caller has nobody to tell (a model call's record, an outcome)."""
     log.error("%s", failure)
-
-
-def _failure(exc: Exception) -> TraceStoreError:
-    return TraceStoreError(f"the trace store could not write: {exc}")

@@ -52,13 +52,24 @@ from opencomposer.agent.protocol.methods import (
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import SessionError, ThreadSession
 from opencomposer.agent.traces.export import iter_threads
-from opencomposer.serving.http.errors import describe, translating_route, validation_problems
+from opencomposer.serving.http.errors import (
+    INSUFFICIENT_STORAGE,
+    describe,
+    translating_route,
+    validation_problems,
+)
 from opencomposer.serving.http.state import server_state
 
 HEARTBEAT_SECONDS = 15.0
 """Silence after which a stream sends a comment, so proxies and clients keep it open."""
 
-STATUS_BY_KIND = {"not_found": 404, "conflict": 409, "invalid_request": 400, "forbidden": 403}
+STATUS_BY_KIND = {
+    "not_found": 404,
+    "conflict": 409,
+    "invalid_request": 400,
+    "forbidden": 403,
+    "data_folder_full": INSUFFICIENT_STORAGE,
+}
 """HTTP status for each `SessionError.kind`."""
 
 SSE_MEDIA_TYPE = "text/event-stream"

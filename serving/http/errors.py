@@ -1,7 +1,8 @@
 """Errors per API: each router reports failures in its own clients' shape (OpenAI's for the
 model endpoints, the protocol's for the agent API) without app-wide handlers, so one router's
 convention never leaks into another's. Refusals made before routing (Host, Origin, token,
-content type, body size) pick the same shape from the path."""
+content type, body size) pick the same shape from the path. A full data folder, wherever a
+route meets it, is 507 Insufficient Storage naming the folder, in the route's shape."""
 
 import json
 from collections.abc import Callable, Coroutine, Iterable
@@ -10,12 +11,18 @@ from typing import Any
 import pydantic_core
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.types import Send
 
+from opencomposer.data_folder import DataFolderFull
+
 Translate = Callable[[Exception], Response | None]
 """An exception -> the response to send, or None to let it propagate."""
+
+INSUFFICIENT_STORAGE = 507
+"""The status of a request the data folder had no room for (RFC 4918)."""
 
 AGENT_PREFIXES = ("/v1/threads", "/v1/traces", "/v1/protocol", "/v1/doctor")
 """The agent API's routes: their errors have the protocol's shape. Everything else under
@@ -98,9 +105,12 @@ def translating_route(translate: Translate) -> type[APIRoute]:
                     return await handler(StrictJSONRequest(request.scope, request.receive))
                 except Exception as exc:
                     response = translate(exc)
-                    if response is None:
-                        raise
-                    return response
+                    if response is not None:
+                        return response
+                    if isinstance(exc, DataFolderFull):
+                        body = error_body(request.url.path, exc.kind, exc.message)
+                        return JSONResponse(body, status_code=INSUFFICIENT_STORAGE)
+                    raise
 
             return handle
 

@@ -5,12 +5,16 @@ keys git_config knows to name no program.
 Everything here works from descriptors opened beneath the workspace root without following
 a symlink, so a command still running cannot swap a folder for a link and make us move the
 user's files: a link met on the way fails the operation, which is then reported.
+
+Moving is a rename where the quarantine folder shares the workspace's file system; across
+file systems it is a bounded copy (`set_aside`: each file's head, holes kept, a budget per
+review) and the original is removed. When the data folder has no room, nothing is kept and
+the original is removed all the same: the host's git must not find it either way.
 """
 
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import time
 import uuid
@@ -18,8 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencomposer.agent.tools.terminal import set_aside
 from opencomposer.agent.tools.terminal.git_config import is_safe, parse_config, render_config
 from opencomposer.agent.tools.terminal.git_scan import real_path
+from opencomposer.data_folder import full, is_full
 
 # Names git runs from a hooks folder (githooks(5), git 2.47). In a git directory's own
 # hooks/ everything but the samples goes; a configured hooks folder may be a project folder,
@@ -52,7 +58,8 @@ class GitChange:
     """Workspace-relative."""
 
     action: str
-    """"moved aside", "rewritten", or "not checked" (it could not be opened safely)."""
+    """"moved aside", "removed" (moved, but nothing of it could be kept), "rewritten", or
+    "not checked" (it could not be opened safely)."""
 
     detail: str
     kept: str
@@ -69,10 +76,13 @@ class Quarantine:
         self.root = root
         self.folder = folder
         self._batch: Path | None = None
+        self._budget = set_aside.Budget()
 
     def begin(self) -> None:
-        """A new review: what it moves goes into a folder of its own."""
+        """A new review: what it moves goes into a folder of its own, within a budget of its
+        own for copies across file systems."""
         self._batch = None
+        self._budget = set_aside.Budget()
 
     # ------------------------------------------------------------------ what to clean
 
@@ -157,36 +167,51 @@ class Quarantine:
             return []
         original = _read(fd, name, _CONFIG_BYTES)
         if original is None:  # git would follow a symlink to wherever it leads
-            return [self._move(fd, folder, name, "not a regular file")]
+            why = f"not a regular file, or over {_CONFIG_BYTES:,} bytes"
+            return [self._move(fd, folder, name, why)]
         entries = parse_config(original)
         if entries is None:
             return [self._move(fd, folder, name, "not a config git can read here")]
         kept = [(key, value) for key, value in entries if is_safe(key, value)]
         if len(kept) == len(entries):
             return []
-        dropped = sorted({key for key, value in entries if not is_safe(key, value)})
-        kept_at = self._destination(folder / name)
-        kept_at.write_bytes(original)
+        dropped = "removed " + ", ".join(sorted({k for k, v in entries if not is_safe(k, v)}))
+        kept_at = ""
+        try:
+            destination = self._destination(folder / name)
+            destination.write_bytes(original)
+            kept_at = str(destination)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            dropped += f"; the original not kept: {full(self.folder.parent, exc).message}"
         _replace(fd, name, render_config(kept))
-        return [
-            GitChange(
-                self._shown(folder / name),
-                "rewritten",
-                "removed " + ", ".join(dropped),
-                str(kept_at),
-            )
-        ]
+        return [GitChange(self._shown(folder / name), "rewritten", dropped, kept_at)]
 
     def _move(self, fd: int, folder: Path, name: str, why: str) -> GitChange:
-        destination = self._destination(folder / name)
+        """Set `name` aside: renamed into the quarantine folder, or copied there within the
+        review's budget and removed; removed alone when the data folder has no room."""
+        shown = self._shown(folder / name)
+        destination: Path | None = None
         try:
-            os.rename(name, destination, src_dir_fd=fd)
+            destination = self._destination(folder / name)
+            try:
+                os.rename(name, destination, src_dir_fd=fd)
+                return GitChange(shown, "moved aside", why, str(destination))
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+            notes = set_aside.copy_out(fd, name, destination, self._budget)
         except OSError as exc:
-            if exc.errno != errno.EXDEV:
+            if not is_full(exc):
                 raise
-            # Another file system: copy and delete, still through the folder's descriptor.
-            shutil.move(f"/proc/self/fd/{fd}/{name}", destination)
-        return GitChange(self._shown(folder / name), "moved aside", why, str(destination))
+            if destination is not None:
+                set_aside.discard(destination)
+            set_aside.remove(fd, name)
+            not_kept = f"not kept: {full(self.folder.parent, exc).message}"
+            return GitChange(shown, "removed", f"{why}; {not_kept}", "")
+        set_aside.remove(fd, name)
+        return GitChange(shown, "moved aside", "; ".join([why, *notes]), str(destination))
 
     def _destination(self, path: Path) -> Path:
         """Where `path` is kept: under this review's folder, inside the quarantine folder,
@@ -287,15 +312,18 @@ def _exists(fd: int, name: str) -> bool:
 
 
 def _read(fd: int, name: str, limit: int = 4096) -> bytes | None:
-    """A regular file's first `limit` bytes, None when it is missing or not a regular file."""
+    """A regular file's bytes; None when it is missing, not a regular file, or larger than
+    `limit` (judged on the opened descriptor, then by what reading finds)."""
     try:
         file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
     except OSError:
         return None
     with os.fdopen(file, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(file).st_mode):
+        info = os.fstat(file)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
-        return handle.read(limit)
+        data = handle.read(limit + 1)
+        return data if len(data) <= limit else None
 
 
 def _replace(fd: int, name: str, text: str) -> None:

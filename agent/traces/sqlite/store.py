@@ -37,6 +37,7 @@ from opencomposer.agent.traces.base import (
     ModelCallRecord,
     Outcome,
     TraceStoreError,
+    TraceStoreFull,
 )
 from opencomposer.agent.traces.model_calls import redact_call
 from opencomposer.agent.traces.recovery import (
@@ -49,6 +50,7 @@ from opencomposer.agent.traces.recovery import (
 from opencomposer.agent.traces.sqlite import calls, completions, feedback
 from opencomposer.agent.traces.sqlite.schema import open_database
 from opencomposer.agent.traces.writer import BatchWriter
+from opencomposer.data_folder import is_full
 from opencomposer.paths import private_database, tighten_tree
 from opencomposer.redact import Redactor
 
@@ -78,8 +80,10 @@ class SQLiteTraceStore:
                 self._db.close()
             if isinstance(exc, TraceStoreError):
                 raise
+            if is_full(exc):
+                raise TraceStoreFull(path.parent, f"cannot open the trace store: {exc}") from exc
             raise TraceStoreError(f"cannot open the trace store {path}: {exc}") from exc
-        self._writer = BatchWriter(self._db, path.name)
+        self._writer = BatchWriter(self._db, path)
         self._closed = False
 
     def flush(self) -> None:

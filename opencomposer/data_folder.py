@@ -3,9 +3,10 @@
 Everything opencomposer keeps (the trace store, checkpoints, quarantine, logs) lives in one
 folder, so a full file system there is one condition, not a dozen I/O errors: whatever
 writes there turns `ENOSPC` (no space), `EDQUOT` (the user's quota) and `EFBIG` (a file
-past what the file system or a size limit allows), whether an `OSError` or SQLite's
-`SQLITE_FULL`, into `DataFolderFull`, which names the folder and what is free so the user
-knows what to do. Turns end failed with it, servers answer it as a refusal, not a crash.
+past what the file system or a size limit allows) into `DataFolderFull`, which names the
+folder and what is free so the user knows what to do. SQLite says `SQLITE_FULL` for the
+first, and a write I/O error for the other two (it keeps no errno), which counts as well.
+Turns end failed with it, servers answer it as a refusal, not a crash.
 """
 
 import errno
@@ -15,8 +16,9 @@ from pathlib import Path
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # SQLite's primary result code for "database or disk is full" (its extended codes keep it
-# in the low byte).
+# in the low byte), and SQLITE_IOERR_WRITE, what a failed write() that is not ENOSPC gives.
 _SQLITE_FULL = 13
+_SQLITE_IOERR_WRITE = 778
 # Below this much free space a turn is not started: its first events alone take tens of
 # KiB of the store's write-ahead log, and a step with a command's output hundreds.
 MIN_FREE_BYTES = 1024 * 1024
@@ -44,7 +46,7 @@ def is_full(exc: BaseException) -> bool:
         return exc.errno in _FULL_ERRNOS
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
-        return code is not None and code & 0xFF == _SQLITE_FULL
+        return code is not None and (code & 0xFF == _SQLITE_FULL or code == _SQLITE_IOERR_WRITE)
     return False
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from opencomposer.data_folder import full, is_full
 from opencomposer.paths import private_dir, private_file, tighten_tree
 from opencomposer.redact import Redactor
 from opencomposer.terminal_text import for_terminal
@@ -69,11 +70,36 @@ class RedactingFilter(logging.Filter):
 
 
 class PrivateFileHandler(logging.handlers.RotatingFileHandler):
-    """A rotating log whose every file is created 0600 (renamed backups keep the mode)."""
+    """A rotating log whose every file is created 0600 (renamed backups keep the mode).
+
+    When the data folder is full, records are dropped, said once on stderr (not a traceback
+    per record, as logging's own handler prints), until one can be written again."""
+
+    _full = False
+    _failed = False
 
     def _open(self) -> io.TextIOWrapper:
         private_file(Path(self.baseFilename))
         return super()._open()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        super().emit(record)
+        if not self._failed:
+            self._full = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed = True
+        error = sys.exc_info()[1]
+        if error is None or not is_full(error):
+            super().handleError(record)
+        elif not self._full:
+            self._full = True
+            folder = Path(self.baseFilename).parent.parent
+            sys.stderr.write(
+                f"opencomposer: log records are dropped until there is room: "
+                f"{full(folder, error).message}\n"
+            )
 
 
 class StderrHandler(logging.StreamHandler[TextIO]):

@@ -37,12 +37,15 @@ STREAM_TIMEOUT = 60
 FULL = "data_folder_full"
 
 CHILD = textwrap.dedent("""
-    import json, sys
+    import json, resource, sys
     from pathlib import Path
     from support.live_server import live_server
     from support.playbook_engine import PlaybookEngine
 
     home, roots, plays = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+    if len(sys.argv) > 4:  # a file size limit of the server's own: EFBIG past it
+        hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[4]), hard))
     engine = PlaybookEngine({key: [tuple(step) for step in steps] for key, steps in plays.items()})
     with live_server(engine, home, workspace_roots=[roots], timeout=STREAM_TIMEOUT) as url:
         print(url, flush=True)
@@ -61,6 +64,20 @@ def can_mount() -> None:
     )  # fmt: skip
     if probe.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs in a mount namespace here: {probe.stderr.strip()}")
+
+
+def in_small_folder(
+    folder: Path, script: str, *args: str, size: str = "4m"
+) -> subprocess.CompletedProcess[str]:
+    """Run a Python script with a tmpfs of `size` mounted at `folder`, in a mount namespace
+    of its own."""
+    folder.mkdir(exist_ok=True)
+    mount = f'mount -t tmpfs -o size={size},mode=0700 tmpfs "$1" && shift && exec "$@"'
+    return subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", str(folder),
+         sys.executable, "-c", script, str(folder), *args],
+        capture_output=True, text=True, timeout=STREAM_TIMEOUT, check=False,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -141,10 +158,13 @@ class Server:
 
 @pytest.fixture
 def serve(can_mount: None, bwrap: Path, tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    """Start the server with `plays` (a PlaybookEngine's) and a data folder of `size`."""
+    """Start the server with `plays` (a PlaybookEngine's), a data folder of 16 MiB, and
+    optionally a limit on the size of the files it writes."""
     children: list[subprocess.Popen[str]] = []
 
-    def start(plays: dict[str, list[tuple[str, dict[str, Any]]]], size: str = "16m") -> Server:
+    def start(
+        plays: dict[str, list[tuple[str, dict[str, Any]]]], file_limit: int | None = None
+    ) -> Server:
         home, workspace = tmp_path / "home", tmp_path / "workspace"
         home.mkdir()
         workspace.mkdir()
@@ -152,10 +172,11 @@ def serve(can_mount: None, bwrap: Path, tmp_path: Path) -> Iterator[Callable[...
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
         }
-        script = f'mount -t tmpfs -o size={size},mode=0700 tmpfs "$1" && shift && exec "$@"'
+        script = 'mount -t tmpfs -o size=16m,mode=0700 tmpfs "$1" && shift && exec "$@"'
+        limit = [] if file_limit is None else [str(file_limit)]
         child = subprocess.Popen(
             ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(home),
-             sys.executable, "-c", CHILD, str(home), str(tmp_path), json.dumps(plays)],
+             sys.executable, "-c", CHILD, str(home), str(tmp_path), json.dumps(plays), *limit],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         children.append(child)
@@ -188,8 +209,8 @@ def completed_items(events: list[dict[str, Any]], kind: str) -> list[dict[str, A
     ]
 
 
-def assert_names_the_folder(message: str, server: Server) -> None:
-    assert f"the data folder {server.home} is full" in message, message
+def assert_names_the_folder(message: str, folder: Path) -> None:
+    assert f"the data folder {folder} is full" in message, message
     assert "free:" in message and "then retry" in message, message
 
 
@@ -234,7 +255,7 @@ def test_a_turn_that_fills_the_store_fails_and_the_next_works_once_there_is_room
     assert status == 200
     turn = ended(events)
     assert (turn["status"], turn["stop_reason"], turn["error"]["kind"]) == ("failed", "error", FULL)
-    assert_names_the_folder(turn["error"]["message"], server)
+    assert_names_the_folder(turn["error"]["message"], server.home)
     [command] = completed_items(events, "command_execution")
     assert command["status"] == "failed"  # killed with its turn, not left running
     [error] = completed_items(events, "error")
@@ -243,7 +264,7 @@ def test_a_turn_that_fills_the_store_fails_and_the_next_works_once_there_is_room
     status, [refused] = server.turn(thread, "again, still full")
     assert status == 507
     assert refused["error"]["kind"] == FULL
-    assert_names_the_folder(refused["error"]["message"], server)
+    assert_names_the_folder(refused["error"]["message"], server.home)
 
     server.make_room()
     status, events = server.turn(thread, "again, with room")
@@ -305,6 +326,22 @@ def test_wherever_the_store_fills_up_the_turn_ends_failed(serve, when, tmp_path)
     assert integrity(server.outside / "traces.db", tmp_path / "copy") == "ok"
 
 
+def test_a_store_past_the_servers_file_size_limit_fails_the_turn_the_same_way(serve):
+    """The server may write no file over 128 KiB, and a 40 KB request (stored twice, and
+    again in its model call) takes the store's write-ahead log past it: SQLite reports a
+    write error, not a full disk, and it is the same typed failure all the same; the next
+    turn is refused while the log cannot grow."""
+    server = serve({"tick": [("run_terminal", {"command": TICKING, "timeout": 60})]}, 128 * KiB)
+    thread = server.thread()
+    status, events = server.turn(thread, "tick " + "z" * 40_000)
+    assert status == 200
+    turn = ended(events)
+    assert (turn["status"], turn["error"]["kind"]) == ("failed", FULL)
+    assert_names_the_folder(turn["error"]["message"], server.home)
+    status, [refused] = server.turn(thread, "again")
+    assert (status, refused["error"]["kind"]) == (507, FULL)
+
+
 def test_no_thread_or_turn_starts_in_a_full_data_folder(serve):
     """Below a mebibyte free, starting a thread or a turn is refused up front (507, the
     folder named); nothing of them is written, and both work once there is room."""
@@ -314,7 +351,7 @@ def test_no_thread_or_turn_starts_in_a_full_data_folder(serve):
     refused = server.post("/threads", {"workspace": str(server.workspace)})
     assert refused.status_code == 507
     assert refused.json()["error"]["kind"] == FULL
-    assert_names_the_folder(refused.json()["error"]["message"], server)
+    assert_names_the_folder(refused.json()["error"]["message"], server.home)
     status, [body] = server.turn(thread, "hello")
     assert (status, body["error"]["kind"]) == (507, FULL)
 
@@ -335,20 +372,25 @@ def test_no_thread_or_turn_starts_in_a_full_data_folder(serve):
         ("move_file", {"path": "data.bin", "new_path": "moved.bin"}),
     ],
 )
-def test_a_checkpoint_that_does_not_fit_fails_the_turn_and_changes_nothing(serve, call, tmp_path):
-    """Undo needs the file's 3 MB before-image and the data folder has 1.2 MB: the call is
-    not made (the file is where it was, as it was), no image or row is left in the
-    checkpoints, and the turn ends failed with the folder named."""
-    server = serve({"tidy": [call]})
+@pytest.mark.parametrize("limit", ["no-space", "file-size-limit"])
+def test_a_checkpoint_that_does_not_fit_fails_the_turn_and_changes_nothing(
+    serve, call, limit, tmp_path
+):
+    """Undo needs the file's 3 MB before-image and the data folder has 1.2 MB (ENOSPC), or
+    the server may write no file over 2 MiB (EFBIG): the call is not made (the file is where
+    it was, as it was), no image or row is left in the checkpoints, and the turn ends failed
+    with the folder named."""
+    server = serve({"tidy": [call]}, file_limit=2 * MiB if limit == "file-size-limit" else None)
     data = os.urandom(3 * MiB)
     (server.workspace / "data.bin").write_bytes(data)
     thread = server.thread()
-    server.fill(leave=1200 * KiB)
+    if limit == "no-space":
+        server.fill(leave=1200 * KiB)
     status, events = server.turn(thread, "tidy up")
     assert status == 200
     turn = ended(events)
     assert (turn["status"], turn["error"]["kind"]) == ("failed", FULL)
-    assert_names_the_folder(turn["error"]["message"], server)
+    assert_names_the_folder(turn["error"]["message"], server.home)
     [change] = completed_items(events, "file_change")
     assert change["error"]["kind"] == FULL
     assert sorted(p.name for p in server.workspace.iterdir()) == ["data.bin"]
@@ -357,7 +399,8 @@ def test_a_checkpoint_that_does_not_fit_fails_the_turn_and_changes_nothing(serve
     checkpoints = server.outside / "checkpoints"
     assert [p for p in (checkpoints / "blobs").rglob("*") if p.is_file()] == []
 
-    server.make_room()
+    if limit == "no-space":
+        server.make_room()
     status, events = server.turn(thread, "and now")
     assert (status, ended(events)["status"]) == (200, "completed")
     with opened(checkpoints / "checkpoints.db", tmp_path / "copy") as db:
@@ -397,6 +440,48 @@ def test_hooks_a_full_data_folder_cannot_keep_are_removed_all_the_same(serve, gi
     for hook in set(actions) - set(moved):
         detail = re.search(rf"hooks/{hook} removed \((.*?)\)(?=; planted/|\. The user)", report)
         assert detail is not None and "not kept: " in detail[1], report
-        assert_names_the_folder(detail[1], server)
+        assert_names_the_folder(detail[1], server.home)
     kept = [p for p in (server.outside / "quarantine").rglob("*") if p.is_file()]
     assert [p.stat().st_size for p in kept] == [MiB] * len(moved)  # whole, never a part
+
+
+# ---------------------------------------------------------------------- the log file
+
+LOGGING = textwrap.dedent("""
+    import logging, os, sys
+    from pathlib import Path
+    from opencomposer.logs import configure_logging
+    from opencomposer.redact import Redactor
+
+    home = Path(sys.argv[1])
+    configure_logging("INFO", home / "logs", Redactor())
+    log = logging.getLogger("opencomposer.disk")
+    fd = os.open(home / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"x" * 65536)
+    except OSError:
+        pass
+    for n in range(20):
+        log.warning("record %d %s", n, "y" * 5000)
+    os.close(fd)
+    os.unlink(home / "filler")
+    log.warning("with room again")
+    logging.shutdown()
+    print((home / "logs" / "opencomposer.log").read_text().splitlines()[-1])
+""")
+
+
+def test_a_full_data_folder_drops_log_records_with_one_line_not_a_traceback_each(
+    can_mount, tmp_path
+):
+    """Logging's own file handler prints a traceback for every record it cannot write; the
+    log file says once that records are dropped and why, and writes again once there is
+    room."""
+    home = tmp_path / "home"
+    done = in_small_folder(home, LOGGING)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Logging error" not in done.stderr
+    [dropped] = [line for line in done.stderr.splitlines() if "log records are dropped" in line]
+    assert_names_the_folder(dropped, home)
+    assert '"msg": "with room again"' in done.stdout

@@ -6,8 +6,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Debian package:command pairs the program drives (ripgrep and Neovim come as wheels).
-SYSTEM_PACKAGES := bubblewrap:bwrap git:git
+# Debian package:command pairs the program drives (ripgrep and Neovim come as wheels);
+# slirp4netns gives sandboxed commands an isolated network (bench tasks that need one).
+SYSTEM_PACKAGES := bubblewrap:bwrap git:git slirp4netns:slirp4netns
 # What only the tests drive: the web page and VS Code's workbench are checked in a real
 # headless Chromium; the VS Code extension is built and tested with Node (the machine image has
 # Node 20; Debian's is a fallback), and code-server's native modules build against Kerberos.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import opencomposer
 from opencomposer.agent.tools.sandbox import probe_bubblewrap
 from opencomposer.agent.tools.terminal.limits import ResourceLimits
+from opencomposer.agent.tools.terminal.seccomp import keyring_filter
 from opencomposer.config import ConfigError, LoadedSettings, Settings, load_settings
 from opencomposer.paths import find_program
 
@@ -143,11 +144,12 @@ def check_sandbox(settings: Settings) -> list[Check]:
     """The sandbox commands get, and the resource limits they run under in it."""
     works, detail = probe_bubblewrap()
     if works:
+        keyrings = "keyrings closed" if keyring_filter() is not None else "keyrings open"
         sandbox = Check(
             "sandbox",
             "ok",
-            f"{detail}: starts (read-only root, no network, "
-            "private /tmp, homes hidden, .git read-only)",
+            f"{detail}: starts ({settings.tools.sandbox.view} view: read-only root, no "
+            f"network, private /tmp, /run emptied, homes hidden, .git read-only, {keyrings})",
         )
     else:
         fallback = "isolated commands: the terminal tool falls back to a weaker sandbox"
@@ -318,6 +320,11 @@ async def run_doctor(
         lambda: check_sandbox(settings),
         lambda: check_program("ripgrep", "rg", "the grep tool and fast file listing"),
         lambda: check_program("git", "git", "workspace facts and checkpoints"),
+        lambda: check_program(
+            "slirp4netns",
+            "slirp4netns",
+            "isolated networks (bench tasks allowed the internet; tools.sandbox.network)",
+        ),
         lambda: check_program("neovim", "nvim", "the Neovim plugin and its tests", MIN_NEOVIM),
         lambda: check_program("node", "node", "building the VS Code extension", (MIN_NODE,)),
         lambda: check_home(settings),

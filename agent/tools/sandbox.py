@@ -12,21 +12,27 @@ leaves the sandbox running. Every command runs under the resource limits of
 
 What a command sees of the host's files is `terminal/view.py`'s business; what it may not
 change in the workspace's git (every git directory, hooks folder and git config read-only, and
-what it makes neutralized afterwards) is `terminal/git_guard.py`'s.
+what it makes neutralized afterwards) is `terminal/git_guard.py`'s; the system calls it may not
+make (the kernel's keyrings), `terminal/seccomp.py`'s; how an isolated network reaches the
+internet, `terminal/isolated_network.py`'s.
 """
 
 import asyncio
+import contextlib
 import functools
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from opencomposer.agent.tools.terminal import isolated_network
 from opencomposer.agent.tools.terminal.git_guard import GitGuard
 from opencomposer.agent.tools.terminal.limits import CommandLimits, ResourceLimits
+from opencomposer.agent.tools.terminal.seccomp import filter_fd, keyring_filter
 from opencomposer.agent.tools.terminal.view import view
 from opencomposer.config import SandboxSettings
 from opencomposer.paths import default_home, find_program, user_config_file
@@ -39,14 +45,11 @@ HOME_CREDENTIALS = (
     ".ssh", ".aws", ".gnupg", ".azure", ".kube", ".config/gcloud", ".config/gh",
     ".docker/config.json", ".netrc", ".git-credentials", ".config/git/credentials", ".npmrc",
     ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
-    ".password-store", ".local/share/keyrings",
+    ".password-store", ".local/share/keyrings", ".ray/auth_token",
 )  # fmt: skip
-# Unix sockets are reachable without a network namespace: the Docker daemon is host root.
-DOCKER_SOCKETS = (Path("/run/docker.sock"), Path("/var/run/docker.sock"))
 
-# Read-only root, minimal /dev, the sandbox's own /proc, an empty private /tmp.
-_SYSTEM = ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-_FILESYSTEM = ["--ro-bind", "/", "/", *_SYSTEM]
+# The probe's sandbox: read-only root, minimal /dev, the sandbox's own /proc.
+_FILESYSTEM = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
 # --cap-drop ALL: root inside the sandbox gets no more power than an unprivileged user.
 # No --new-session: bwrap's child calls setsid() before it forks the sandbox's init and arms
 # --die-with-parent only after, so a group kill landing between the two missed the whole
@@ -64,22 +67,6 @@ class Mount:
     source: Path
     target: Path
     writable: bool = False
-
-
-def _root_by_entry() -> list[str]:
-    """The host's root shown read-only entry by entry over the sandbox's own root, instead
-    of bound whole: mount points for `Mount`s can then be made at any top-level path, and
-    the root itself is made read-only once they are (`--remount-ro /` after them)."""
-    args: list[str] = []
-    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-        path = f"/{entry.name}"
-        if path in ("/dev", "/proc", "/tmp"):
-            continue
-        if entry.is_symlink():
-            args += ["--symlink", os.readlink(path), path]
-        else:
-            args += ["--ro-bind-try", path, path]
-    return [*args, *_SYSTEM]
 
 
 class Sandbox(Protocol):
@@ -123,10 +110,17 @@ def shell() -> str:
 
 
 async def _start(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool, limits: CommandLimits
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: bool,
+    limits: CommandLimits,
+    pass_fds: Sequence[int] = (),
 ) -> asyncio.subprocess.Process:
     """The command joins its cgroups and takes its rlimits before it runs: nothing it starts
-    escapes them, everything it starts inherits both."""
+    escapes them, everything it starts inherits both. `pass_fds` stay open in it (bwrap's
+    seccomp program, its info and block pipes)."""
     return await asyncio.create_subprocess_exec(
         *limits.wrap(argv),
         cwd=cwd,
@@ -136,15 +130,16 @@ async def _start(
         stderr=subprocess.PIPE,
         start_new_session=True,
         preexec_fn=limits.preexec_fn,
+        pass_fds=tuple(pass_fds),
     )
 
 
 def default_masked_paths(home: Path, data_dir: Path, hidden: Iterable[Path] = ()) -> list[Path]:
     """Everything a command must not read: credential stores, opencomposer's own config and
-    data, the user's runtime folder (agent and keyring sockets), the Docker socket, and what
-    the caller hides besides (`tools.sandbox.hide`)."""
+    data, the user's runtime folder (agent and keyring sockets, wherever it lies: the view
+    empties /run already), and what the caller hides besides (`tools.sandbox.hide`)."""
     paths = [home / name for name in HOME_CREDENTIALS]
-    paths += [user_config_file().parent, data_dir, *DOCKER_SOCKETS, *hidden]
+    paths += [user_config_file().parent, data_dir, *hidden]
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     paths.append(Path(runtime))
     return paths
@@ -185,16 +180,31 @@ class BubblewrapSandbox:
         self.guard = GitGuard(self.workspace_root, quarantine or default_home() / "quarantine")
 
     def arguments(
-        self, command: str, *, cwd: Path, network: bool, git_pins: Sequence[Path] = ()
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        network: bool,
+        git_pins: Sequence[Path] = (),
+        extra: Sequence[str] = (),
     ) -> list[str]:
         """The full bwrap command line. Order matters: later mounts cover earlier ones. The
-        hidden homes come after the read-only root and the private /tmp, what is shown from
-        them after those, the masks after all three, then the workspace, visible and writable
-        even when it lies in a hidden or masked place, the masks inside it, and last the git
-        pins (`GitGuard.prepare`), bound read-only onto themselves: a mount point cannot be
-        renamed or removed, so they cannot be swapped for a planted copy either."""
+        view's root comes first (the host's or the system's folders, private /tmp, empty
+        /run), then the hidden homes, what is shown from them, the masks, then the workspace,
+        visible and writable even when it lies in a hidden or masked place, the masks inside
+        it, the git pins (`GitGuard.prepare`), bound read-only onto themselves (a mount point
+        cannot be renamed or removed, so they cannot be swapped for a planted copy either),
+        and last the caller's mounts. `extra`: options for this start alone (the seccomp
+        program's descriptor, an isolated network's pipes). With `network`, the host's
+        network is shared unless the settings isolate it (`extra` then carries the pipes)."""
         workspace = str(self.workspace_root)
-        seen = view(self.workspace_root, self.masked_paths, self.settings.expose)
+        seen = view(
+            self.workspace_root,
+            self.masked_paths,
+            self.settings.expose,
+            name=self.settings.view,
+            by_entry=bool(self.mounts),
+        )
         pins = [arg for path in git_pins for arg in ("--ro-bind-try", str(path), str(path))]
         mounts = [
             arg
@@ -205,18 +215,19 @@ class BubblewrapSandbox:
                 str(mount.target),
             )
         ]
+        shared = network and self.settings.network == "host"
         return [
             str(self.bwrap_path),
-            *(_root_by_entry() if mounts else _FILESYSTEM),
             *seen.before_workspace(),
             "--bind", workspace, workspace,
             *seen.after_workspace(),
             *pins,
             *mounts,
-            *(["--remount-ro", "/"] if mounts else []),
+            *(["--remount-ro", "/"] if seen.read_only_root else []),
             "--unshare-all",
-            *(["--share-net"] if network else []),
+            *(["--share-net"] if shared else []),
             *_PROCESS,
+            *extra,
             "--chdir", str(cwd),
             "--", *self.limits.wrapper, shell(), "-c", command,
         ]  # fmt: skip
@@ -230,22 +241,53 @@ class BubblewrapSandbox:
         network: bool,
         stdin: bool,
         limits: CommandLimits | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> asyncio.subprocess.Process:
+        """`pass_fds`: descriptors the command inherits (the bench's verifier hands its
+        scripts a pipe)."""
         # The environment reaches the command through bwrap's own environment rather than
         # --setenv: argv is readable by every local user in /proc/PID/cmdline, environ only by
         # the same user.
         pins = await self._prepare()
+        pipes = None
+        program = keyring_filter()
+        fds: list[int] = []
         try:
+            extra: list[str] = []
+            if program is not None:
+                fds.append(filter_fd(program))
+                extra += ["--seccomp", str(fds[-1])]
+            if network and self.settings.network == "isolated":
+                pipes = isolated_network.plumbing(shell())
+                extra += pipes.bwrap_arguments()
+                fds += pipes.child_fds
+                command = pipes.command(command)
             argv = await asyncio.to_thread(
-                self.arguments, command, cwd=cwd, network=network, git_pins=pins
+                self.arguments, command, cwd=cwd, network=network, git_pins=pins, extra=extra
             )
             process = await _start(
-                argv, cwd=cwd, env=env, stdin=stdin, limits=limits or self.limits.per_process()
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=stdin,
+                limits=limits or self.limits.per_process(),
+                pass_fds=[*fds, *pass_fds],
             )
         except BaseException:
             self.guard.started(None)
+            if pipes is not None:
+                pipes.close()
             raise
+        finally:
+            if fds and program is not None:
+                os.close(fds[0])  # the seccomp program: bwrap has read it, or never will
         self.guard.started(process)
+        if pipes is not None:
+            try:
+                await isolated_network.connect(process, pipes)
+            except BaseException:
+                _kill_group(process)
+                raise
         return process
 
     async def _prepare(self) -> list[Path]:
@@ -263,6 +305,11 @@ class BubblewrapSandbox:
 
             preparing.add_done_callback(finish)
             raise
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 class FallbackSandbox:

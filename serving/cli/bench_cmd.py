@@ -199,12 +199,17 @@ def security(
     json: Json = False,
 ) -> None:
     """The resource limits commands run under here (and how each is enforced), then what
-    they add to each run_terminal call, beside the same sandbox without them."""
-    from opencomposer.bench.security import run_security_bench  # tools load here
+    they add to each run_terminal call, beside the same sandbox without them; then what each
+    guard of the sandbox (keyrings, /run, private files, the system view, an isolated network)
+    and of the bench's grading costs, beside the same run without it."""
+    from opencomposer.bench.guards import run_guard_bench  # tools load here
+    from opencomposer.bench.security import run_security_bench
 
     settings = settings_for(None, overrides_from(config)).settings
     with err.status("benchmarking the sandbox's resource limits"):
         rows, info = asyncio.run(run_security_bench(settings.tools.sandbox, runs=runs, bomb=bomb))
+    with err.status("benchmarking the sandbox's and the grading's guards"):
+        rows += asyncio.run(run_guard_bench(runs))
     if not json:
         table = Table(box=None, header_style="bold", padding=(0, 2, 0, 0))
         for column in ("limit", "value", "enforced by", "detail"):
@@ -223,7 +228,7 @@ def security(
         rows,
         info,
         f"per run_terminal call, {runs} calls each, limits beside none "
-        f"in the same {info['sandbox']} sandbox",
+        f"in the same {info['sandbox']} sandbox; then each guard beside none (medians)",
         json,
     )
 

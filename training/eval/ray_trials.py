@@ -5,7 +5,11 @@ reports as it does locally; only where a trial runs changes. RL rollouts are the
 a worker per slot, a policy behind each worker's engine, the reward beside the trace.
 
 Every node needs this package, bubblewrap, and the run folder and task folders at the same
-paths (one machine: nothing to arrange; several: shared storage).
+paths (one machine: nothing to arrange; several: shared storage). Secrets never travel in an
+actor's arguments (Ray keeps those in its control store, for anyone on the cluster to read):
+each worker takes the engine's API key from its own node, its environment or its user's config
+file; a local cluster's processes inherit this process's. `ray_cluster` says how the cluster
+itself is kept closed.
 """
 
 import asyncio
@@ -14,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from opencomposer.config import Settings
-from opencomposer.training.errors import TrainingError
+from pydantic import BaseModel, SecretStr
+
+from opencomposer.config import ENV_PREFIX, Settings, load_settings
+from opencomposer.training.eval.ray_cluster import LOCAL, connected
 from opencomposer.training.eval.results import Mode, RunInfo, TrialResult
 from opencomposer.training.eval.runner import BenchRunner, Budget, OnResult, Trial, unfinished
-
-_INSTALL = "bench run --ray needs Ray: pip install 'opencomposer[train]'"
 
 
 class TrialWorker:
@@ -39,7 +43,7 @@ class TrialWorker:
         from opencomposer.training.eval.runner import bench_settings, hidden_paths
         from opencomposer.training.eval.task import load_task
 
-        settings = Settings.model_validate_json(settings_json)
+        settings = with_node_secrets(Settings.model_validate_json(settings_json))
         tasks = [load_task(Path(root)) for root in task_roots]
         self.tasks = {task.name: task for task in tasks}
         self.engine = None
@@ -74,24 +78,25 @@ async def run_on_ray(
     restart: bool = False,
 ) -> list[TrialResult]:
     """The run with its trials on `workers` Ray actors of one CPU each. `address`: "local"
-    starts a Ray instance for this run; anything else is `ray.init`'s (auto, host:port,
-    ray://host:port)."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise TrainingError(f"{_INSTALL} ({exc})") from None
-    started = not ray.is_initialized()
-    if started:
-        try:
-            if address == "local":
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=address, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise TrainingError(f"cannot reach the Ray cluster at {address}: {exc}") from None
+    starts a Ray instance for this run (`ray_cluster`); anything else is `ray.init`'s (auto,
+    host:port, ray://host:port)."""
+    node = secret_environment(settings) if address == LOCAL else {}
+    with connected(address, workers, node) as ray:
+        return await _run_actors(ray, runner, info, settings, workers, on_result, restart)
+
+
+async def _run_actors(
+    ray: Any,
+    runner: BenchRunner,
+    info: RunInfo,
+    settings: Settings,
+    workers: int,
+    on_result: OnResult | None,
+    restart: bool,
+) -> list[TrialResult]:
     actor = ray.remote(TrialWorker).options(num_cpus=1, max_concurrency=1)
     arguments = (
-        settings.model_dump_json(),
+        public_settings(settings),
         str(runner.run_dir),
         [str(task.root) for task in runner.tasks],
         info.mode,
@@ -119,8 +124,58 @@ async def run_on_ray(
         return await runner.run(info, on_result=on_result, restart=restart, execute=execute)
     finally:
         await _close(ray, pool)
-        if started:
-            ray.shutdown()
+
+
+def public_settings(settings: Settings) -> str:
+    """The settings as JSON with every secret left out (not masked: a worker must not take
+    pydantic's `**********` for a key)."""
+    return _without_secrets(settings).model_dump_json()
+
+
+def _without_secrets(model: BaseModel) -> BaseModel:
+    changes: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, SecretStr):
+            changes[name] = None
+        elif isinstance(value, BaseModel):
+            changes[name] = _without_secrets(value)
+    return model.model_copy(update=changes)
+
+
+def _secrets(model: BaseModel, prefix: str = "") -> dict[str, SecretStr]:
+    """Every secret set in `model`, by dotted key."""
+    found: dict[str, SecretStr] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, SecretStr):
+            found[prefix + name] = value
+        elif isinstance(value, BaseModel):
+            found |= _secrets(value, f"{prefix}{name}.")
+    return found
+
+
+def secret_environment(settings: Settings) -> dict[str, str]:
+    """The secrets of `settings` as the variables opencomposer reads them from, for the
+    processes of a local cluster to inherit (a key given with -c exists nowhere else)."""
+    return {
+        ENV_PREFIX + key.replace(".", "__").upper(): value.get_secret_value()
+        for key, value in _secrets(settings).items()
+    }
+
+
+def with_node_secrets(settings: Settings) -> Settings:
+    """`settings` with the secrets this node has (its environment, its user's config file):
+    what `public_settings` left out."""
+    node = _secrets(load_settings().settings)
+    copy = settings.model_copy(deep=True)
+    for key, value in node.items():
+        *parents, leaf = key.split(".")
+        section: Any = copy
+        for part in parents:
+            section = getattr(section, part)
+        setattr(section, leaf, value)
+    return copy
 
 
 async def _close(ray: Any, pool: Sequence[Any]) -> None:

@@ -17,7 +17,6 @@ repository must fail.
 import asyncio
 import hashlib
 import os
-import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from opencomposer.training.eval.results import (
 from opencomposer.training.eval.sandboxed import require_bubblewrap, run_script
 from opencomposer.training.eval.task import Task
 from opencomposer.training.eval.verifier import Verdict, verify
-from opencomposer.training.eval.workspace import TrialDirs, build_workspace
+from opencomposer.training.eval.workspace import TrialDirs, build_workspace, changed_lines
 
 OnResult = Callable[[TrialResult], None]
 Execute = Callable[["Trial"], Awaitable[TrialResult]]
@@ -77,10 +76,14 @@ def plan(tasks: Sequence[Task], mode: Mode, attempts: int) -> list[Trial]:
 
 
 def bench_settings(settings: Settings, hidden: Sequence[Path]) -> Settings:
-    """The runtime's settings for bench trials: the bench's folders hidden from commands,
-    every call that stays in the sandbox allowed without asking, the network refused."""
+    """The runtime's settings for bench trials: commands see the system's view of the host
+    (an allow-list: nothing of the host's data, the task folders and the checkout they may
+    live in included) and the bench's folders are hidden besides, every call that stays in
+    the sandbox is allowed without asking, the network is refused."""
     copy = settings.model_copy(deep=True)
     copy.tools.sandbox.hide = [*copy.tools.sandbox.hide, *hidden]
+    copy.tools.sandbox.view = "system"
+    copy.tools.sandbox.network = "isolated"
     approval = copy.agent.approval
     approval.read_only = approval.writes_workspace = approval.dangerous = ApprovalMode.auto
     approval.network = ApprovalMode.deny
@@ -171,8 +174,10 @@ class BenchRunner:
         result.agent_seconds = time.monotonic() - started
         if result.error is not None:
             return result
-        result.lines_changed, result.files_changed = changed_lines(dirs.workspace)
         try:
+            result.lines_changed, result.files_changed = await changed_lines(
+                dirs, data_dir=self.data_dir, hidden=self.hidden
+            )
             verdict = await verify(task, dirs, data_dir=self.data_dir, hidden=self.hidden)
         except (TrainingError, OSError) as exc:
             result.error = f"verifier: {exc}"
@@ -211,12 +216,12 @@ class BenchRunner:
             workspace=dirs.workspace,
             mounts=[
                 Mount(task.solution_dir, Path("/solution")),
-                Mount(dirs.workspace, Path("/app"), writable=True),
+                Mount(dirs.workspace, Path(task.workdir), writable=True),
             ],
             data_dir=self.data_dir,
             hidden=self.hidden,
             timeout=task.config.agent.timeout_sec,
-            env=task.config.solution.env,
+            env={**task.env, **task.config.solution.env},
             network=task.config.environment.allow_internet,
             memory_mb=task.config.environment.memory_mb,
         )
@@ -280,31 +285,3 @@ def _take_verdict(result: TrialResult, verdict: Verdict) -> None:
     result.restored = verdict.restored
     result.detail = verdict.detail
     result.verifier_seconds = verdict.seconds
-
-
-def changed_lines(workspace: Path) -> tuple[int, int]:
-    """Lines added plus removed and files touched since the starting commit, untracked
-    files included, counted through a throwaway index (the workspace's own is left alone)."""
-    index = workspace.parent / "private" / "diff-index"
-    env = {
-        **os.environ,
-        "GIT_INDEX_FILE": str(index),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-    }
-
-    def git(*argv: str) -> str:
-        done = subprocess.run(
-            ["git", *argv], cwd=workspace, env=env, capture_output=True, text=True, check=False
-        )
-        return done.stdout if done.returncode == 0 else ""
-
-    git("read-tree", "HEAD")
-    git("add", "-A")
-    lines = files = 0
-    for row in git("diff", "--cached", "--numstat", "HEAD").splitlines():
-        added, removed, _ = row.split("\t", 2)
-        files += 1
-        lines += int(added) + int(removed) if added != "-" else 0
-    index.unlink(missing_ok=True)
-    return lines, files

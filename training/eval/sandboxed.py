@@ -3,9 +3,11 @@ to the end or to its time limit, with every process it started gone when this re
 
 The bench needs bubblewrap: without a mount namespace the tests could not be kept from the
 agent, nor shown to the verifier at /tests with the reward folder at /logs/verifier as Harbor
-shows them. The sandbox is the tool harness's (read-only system, homes hidden, credentials and
-opencomposer's data masked, every namespace unshared, resource limits), with the task's own
-folders bound on top and the bench's private folders hidden.
+shows them. The sandbox is the tool harness's in its `system` view: an allow-list of the host
+(the installed system, the toolchains, Python), never the host's root with holes, so no task
+folder, checkout or git object of the host is there to read; the task's own folders are bound
+on top. A task allowed the network gets an isolated one (the internet, not this machine's
+loopback services, a Ray cluster's control ports among them).
 """
 
 import asyncio
@@ -73,12 +75,16 @@ async def run_script(
     env: Mapping[str, str] | None = None,
     network: bool = False,
     memory_mb: int | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ScriptRun:
     """`command` run by bash in `workspace` (also at every mount's target), stdout and stderr
-    merged in order. `data_dir` (opencomposer's) and `hidden` are masked."""
+    merged in order. `data_dir` (opencomposer's) and `hidden` are masked. `pass_fds` stay
+    open in the script (a pipe the verifier reads)."""
     settings = SandboxSettings(
         max_memory_bytes=memory_mb * 1024 * 1024 if memory_mb else None,
         max_lifetime=timeout,
+        view="system",
+        network="isolated",
     )
     sandbox = BubblewrapSandbox(
         workspace,
@@ -107,6 +113,7 @@ async def run_script(
             network=network,
             stdin=False,
             limits=limits,
+            pass_fds=pass_fds,
         )
         try:
             await asyncio.wait_for(capture.read(process), timeout)

@@ -4,8 +4,10 @@
 instruction.md        what the agent is told, and nothing else
 task.toml             metadata (category, difficulty, tags), [agent] and [verifier] timeouts,
                       [environment] resources and the network flag
-environment/          Dockerfile (for Harbor), app/ (the starting files, /app in Harbor),
-                      setup.sh (optional: run in app/ to finish the repository)
+environment/          app/ (the starting files, /app in Harbor) and setup.sh (optional: run
+                      in app/ to finish the repository), our own tasks' form; or a
+                      Dockerfile alone, Harbor's, built here without a container runtime
+                      (`dockerfile`)
 tests/test.sh         the verifier: copied in only after the agent is done; its exit status
                       and /logs/verifier/reward.txt (or reward.json) give the reward
 solution/solve.sh     the oracle, run in the starting repository
@@ -22,12 +24,13 @@ with SWE-bench's rules instead of trusting a reward file).
 import json
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from opencomposer.training.errors import TrainingError
+from opencomposer.training.eval.dockerfile import DEFAULT_WORKDIR, DockerBuild, read_dockerfile
 
 CATEGORIES = (
     "bug-fix",
@@ -131,10 +134,22 @@ class Task:
     config: TaskConfig
     swebench: SWEBenchSpec | None = None
     warnings: list[str] = field(default_factory=list)
+    docker: DockerBuild | None = None
+    """The environment/Dockerfile's build, for a task that has no app/ or setup.sh."""
 
     @property
     def category(self) -> str:
         return self.config.metadata.category
+
+    @property
+    def workdir(self) -> PurePosixPath:
+        """Where the scripts see the workspace: the Dockerfile's WORKDIR, else /app."""
+        return self.docker.workdir if self.docker is not None else DEFAULT_WORKDIR
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The Dockerfile's ENV, for the oracle and the verifier."""
+        return dict(self.docker.env) if self.docker is not None else {}
 
     @property
     def app_dir(self) -> Path:
@@ -168,10 +183,19 @@ def load_task(root: Path) -> Task:
     if not (root / "tests" / "test.sh").is_file():
         problems.append("tests/test.sh is missing (the verifier)")
     environment = root / "environment"
+    docker = None
     if not environment.is_dir():
         problems.append("environment/ is missing")
-    elif not ((environment / "app").is_dir() or (environment / "setup.sh").is_file()):
-        problems.append("environment/ has neither app/ (the starting files) nor setup.sh")
+    elif (environment / "app").is_dir() or (environment / "setup.sh").is_file():
+        pass  # our own form; a Dockerfile beside it is for Harbor
+    elif (environment / "Dockerfile").is_file():
+        docker = read_dockerfile(environment / "Dockerfile")
+        problems += docker.problems
+        warnings += docker.warnings
+    else:
+        problems.append(
+            "environment/ has neither app/ (the starting files), setup.sh nor a Dockerfile"
+        )
     if not (root / "solution" / "solve.sh").is_file():
         warnings.append("no solution/solve.sh: the task cannot be oracle-checked")
     swebench = None
@@ -179,7 +203,7 @@ def load_task(root: Path) -> Task:
         swebench = _swebench_spec(root, problems)
     if problems or config is None:
         raise TaskError(root, problems)
-    return Task(root, root.name, instruction, config, swebench, warnings)
+    return Task(root, root.name, instruction, config, swebench, warnings, docker)
 
 
 def _instruction(root: Path, problems: list[str]) -> str:

@@ -1,8 +1,9 @@
 """The environment commands run with: an allow-list, every interactive program disarmed.
 
-A command gets the variables a shell and the common toolchains need to work (ALLOWED,
-LC_*), the names or `*` patterns the user configured (`tools.sandbox.env`), and our
-NON_INTERACTIVE values; nothing else of the server's environment reaches it. A deny-list
+A command gets the variables a shell and the common toolchains need to work (ALLOWED, each
+by its exact name: a prefix such as `LC_` would pass `LC_MY_TOKEN` too), the names or `*`
+patterns the user configured (`tools.sandbox.env`), and our NON_INTERACTIVE values; nothing
+else of the server's environment reaches it. A deny-list
 by name cannot work: `DATABASE_URL`, `SENTRY_DSN` or `MY_APP_PWD` name no secret word.
 
 What is left out is not forgotten: values that look like credentials (a secret-sounding
@@ -31,9 +32,10 @@ ALLOWED = frozenset({
     "GEM_HOME", "GEM_PATH", "RBENV_ROOT", "ASDF_DIR", "ASDF_DATA_DIR", "SDKMAN_DIR",
     "GRADLE_USER_HOME", "MAVEN_HOME", "ANDROID_HOME", "ANDROID_SDK_ROOT", "DOTNET_ROOT",
     "CUDA_HOME",
+    # The locale's categories (POSIX and glibc's), by name.
+    "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES",
+    "LC_PAPER", "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION",
 })  # fmt: skip
-# Locale categories (LC_ALL, LC_CTYPE, ...).
-ALLOWED_PREFIXES = ("LC_",)
 
 # Never passed, even when a configured pattern matches: our own settings (the server token,
 # the engine's API key).
@@ -144,7 +146,7 @@ def scrub_environment(
             if value:
                 secrets.append(value)
             continue
-        builtin = name in ALLOWED or name.startswith(ALLOWED_PREFIXES)
+        builtin = name in ALLOWED
         if not builtin:
             secrets += credential_parts(name, value)
         if not upper.startswith(NEVER_PASSED_PREFIXES) and (builtin or _passes(name, patterns)):

@@ -332,8 +332,9 @@ async def test_workspace_inside_masked_folder(bwrap: Path, outside: Path) -> Non
 
 
 def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
-    """/tmp's tmpfs, the hidden homes and what is shown of them, the masks, the workspace,
-    the masks inside it, the git pins: later mounts cover earlier ones."""
+    """The root (read-only host, /tmp's tmpfs, /run emptied), the hidden homes and what is
+    shown of them, the masks, the workspace, the masks inside it, the git pins, the seccomp
+    program: later mounts cover earlier ones."""
     (outside / ".ssh").mkdir()
     (outside / ".netrc").write_text("")
     masked = [
@@ -354,7 +355,20 @@ def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
         for arg in ("--ro-bind-try", str(source), str(shown_at))
     ]
     before = seen.before_workspace()
-    assert before[: len(hidden) + len(shown)] == hidden + shown
+    assert before[:9] == [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]
+    assert seen.root == before[: len(seen.root)] and "/run" in seen.root
+    after_root = before[len(seen.root) :]
+    assert after_root[: len(hidden) + len(shown)] == hidden + shown
     assert before[-5:] == [
         "--tmpfs",
         f"{outside}/.ssh",
@@ -364,15 +378,15 @@ def test_arguments_order(bwrap: Path, outside: Path, workspace: Path) -> None:
     ]
     pins = [workspace / ".git"]
     assert sandbox.arguments("make test", cwd=workspace / "sub", network=False,
-                             git_pins=pins) == [
+                             git_pins=pins, extra=["--seccomp", "9"]) == [
         str(bwrap),
-        "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         *before,
         "--bind", ws, ws,
         "--tmpfs", f"{ws}/.ssh",
         "--ro-bind-try", f"{ws}/.git", f"{ws}/.git",
         "--unshare-all",
         "--die-with-parent", "--cap-drop", "ALL",
+        "--seccomp", "9",
         "--chdir", f"{ws}/sub",
         "--", *sandbox.limits.wrapper, shell(), "-c", "make test",
     ]  # fmt: skip

@@ -141,6 +141,7 @@ def test_doctor_json_reports_what_works_here():
         "limits",
         "ripgrep",
         "git",
+        "slirp4netns",
         "neovim",
         "node",
         "data folder",
@@ -164,6 +165,9 @@ def test_doctor_json_reports_what_works_here():
     works, _ = probe_bubblewrap()
     expected = "ok" if works else "missing" if paths.find_program("bwrap") is None else "error"
     assert checks["sandbox"]["status"] == expected
+    if works:
+        assert "host view" in checks["sandbox"]["detail"]
+        assert "keyrings closed" in checks["sandbox"]["detail"]
 
 
 def test_doctor_reports_a_broken_config_instead_of_crashing(tmp_path: Path):

@@ -5,9 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.bench_fixtures import bench
 from support.fake_openai import Compose, ThreadedFakeOpenAI
-
-from .bench_fixtures import bench
 
 
 @pytest.fixture

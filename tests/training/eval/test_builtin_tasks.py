@@ -5,11 +5,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.bench_fixtures import run_bench
 
 from opencomposer.training.eval.report import oracle_checks
 from opencomposer.training.eval.task import BUILTIN_TASKS, CATEGORIES, discover_tasks, load_task
-
-from .bench_fixtures import run_bench
 
 TASKS = discover_tasks([BUILTIN_TASKS])
 GO_TASKS = [folder for folder in TASKS if load_task(folder).config.metadata.language == "go"]

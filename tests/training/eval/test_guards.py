@@ -8,9 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from .bench_fixtures import run_bench
-from .conftest import CALC_TESTS, write_task
+from support.bench_fixtures import run_bench
+from support.bench_tasks import CALC_TESTS, write_task
 
 pytestmark = pytest.mark.usefixtures("bwrap")
 

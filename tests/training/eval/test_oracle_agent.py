@@ -5,13 +5,12 @@ scripts over /app, or both."""
 from pathlib import Path
 
 import pytest
+from support.bench_fixtures import run_bench
+from support.bench_tasks import CALC_TESTS, write_task
 
 from opencomposer.serving.engines.base import ChatMessage, GenerationRequest
 from opencomposer.training.eval.oracle_engine import OracleEngine, oracle_steps
 from opencomposer.training.eval.task import BUILTIN_TASKS, load_task
-
-from .bench_fixtures import run_bench
-from .conftest import CALC_TESTS, write_task
 
 MIXED = ["py-rename-api", "py-orders-p95", "sh-ssh-bruteforce", "js-orders-de-q2"]
 

@@ -5,12 +5,11 @@ right, and an interrupted run resumed without running a finished trial again."""
 from pathlib import Path
 
 import pytest
+from support.bench_fixtures import run_bench
 from support.playbook_engine import PlaybookEngine
 
 from opencomposer.training.eval.report import markdown_report, summarize
 from opencomposer.training.eval.results import load_run
-
-from .bench_fixtures import run_bench
 
 pytestmark = pytest.mark.usefixtures("bwrap")
 

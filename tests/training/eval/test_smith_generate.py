@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.bench_fixtures import run_bench
 
 from opencomposer.training.errors import TrainingError
 from opencomposer.training.eval.report import oracle_checks
@@ -20,8 +21,6 @@ from opencomposer.training.eval.smith.generate import (
 )
 from opencomposer.training.eval.smith.packages import SourcePackage, fetch_sdist, package_named
 from opencomposer.training.eval.task import discover_tasks, load_task
-
-from .bench_fixtures import run_bench
 
 pytestmark = [pytest.mark.usefixtures("bwrap"), pytest.mark.slow]
 

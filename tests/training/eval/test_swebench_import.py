@@ -8,12 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.bench_fixtures import bench, run_bench
 
 from opencomposer.training.eval.report import oracle_checks
 from opencomposer.training.eval.smith.swebench_import import import_instance, read_instances
 from opencomposer.training.eval.task import load_task
-
-from .bench_fixtures import bench, run_bench
 
 _GIT = {
     **os.environ,

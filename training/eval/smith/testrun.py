@@ -18,10 +18,12 @@ _FAILING = {"FAILED", "ERROR"}
 def test_command(package: SourcePackage) -> str:
     """The tests, run from /app as the verifier runs them: `-rA` names every test with its
     outcome (what SWE-bench's parser reads), the project's own addopts are dropped (coverage
-    plugins the image does not have), no cache or bytecode is written into the repository."""
+    plugins the image does not have), no cache or bytecode is written into the repository,
+    and PYTHONPATH is added to (the verifier's exit guard is found through it)."""
     tests = " ".join(package.tests)
     return (
-        f"cd /app && PYTHONPATH=/app/{package.import_root} PYTHONDONTWRITEBYTECODE=1 "
+        f"cd /app && PYTHONPATH=/app/{package.import_root}${{PYTHONPATH:+:$PYTHONPATH}} "
+        "PYTHONDONTWRITEBYTECODE=1 "
         f"python -m pytest -rA -q --tb=short -p no:cacheprovider -o addopts= {tests}"
     )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opencomposer.training.eval.workspace import matches
+from opencomposer.training.eval.sandbox_scripts.restore_protected import matches
 
 _DOCKERFILE = """FROM python:3.11-slim
 RUN pip install --no-cache-dir pytest==8.*

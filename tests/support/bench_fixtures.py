@@ -7,14 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.playbook_engine import PlaybookEngine, Step
-
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.config import Settings
 from opencomposer.serving.engines.base import Engine
 from opencomposer.training.eval.results import Mode, RunInfo, TrialResult
 from opencomposer.training.eval.runner import BenchRunner, bench_settings, hidden_paths
 from opencomposer.training.eval.task import load_task
+from support.playbook_engine import PlaybookEngine, Step
 
 CLI = str(Path(sys.executable).parent / "opencomposer")
 

@@ -4,10 +4,12 @@ subscribers.
 Redaction happens here, once, with the thread's redactor: the one redacted event is what the
 store keeps, what every subscriber (SSE, LSP, the CLI, a web page) receives and what the
 session keeps in memory, so no path out of the process sees text the store would not.
-Streamed text goes through a `StreamRedactor` per open item and stream, so a secret split
-across deltas is never sent in pieces; what it holds back goes out as a last delta just
-before the item completes. The workspace's secret files are re-read (throttled) before each
-event, and what a tool call that may write one holds is learnt before the call is announced.
+Streamed text goes through one stream redaction per open item, its streams (a command's
+stdout and stderr) together in arrival order, so a secret split across deltas, or between the
+streams, is never sent in pieces, however long the pauses between them; what it holds back
+goes out as a last delta just before the item completes. The workspace's secret files are
+re-read (throttled) before each event, and what a tool call that may write one holds is learnt
+before the call is announced.
 
 Storing comes first, so a client never sees an event the store does not have: the log numbers
 an event and hands it to the store, and subscribers are told of it when the store says it is
@@ -33,7 +35,7 @@ from opencomposer.agent.protocol.events import (
 from opencomposer.agent.protocol.items import ItemDelta, ToolCallFields
 from opencomposer.agent.tools.harness_protocol import SecretWatch
 from opencomposer.agent.traces.base import EventStore, TraceStoreError
-from opencomposer.redact import Redactor, StreamRedactor
+from opencomposer.redact import Redactor, SourcedStreamRedactor
 
 # Live events a subscriber may have unread before it switches to reading from the store.
 QUEUE_LIMIT = 4096
@@ -96,6 +98,16 @@ class Subscription:
             self._log._unsubscribe(self)
 
 
+class _ItemStream:
+    """An open item's streamed text on its way out."""
+
+    def __init__(self, turn_id: str, redactor: Redactor) -> None:
+        self.turn_id = turn_id
+        self.redaction = SourcedStreamRedactor(redactor)
+        self.deltas: dict[str, ItemDelta] = {}
+        """The last delta of each of its streams, the shape of what goes out for it."""
+
+
 class ThreadLog:
     def __init__(
         self,
@@ -110,7 +122,7 @@ class ThreadLog:
         self.secret_files = secret_files
         self._seq = store.last_seq(thread_id)
         self._subscribers: list[Subscription] = []
-        self._streams: dict[tuple[str, str], tuple[str, ItemDelta, StreamRedactor]] = {}
+        self._streams: dict[str, _ItemStream] = {}
         self._failure: TraceStoreError | None = None
         self.on_unsubscribe: Callable[[], None] | None = None
 
@@ -136,21 +148,25 @@ class ThreadLog:
         return self._publish(self.redactor.redact_data(event))
 
     def stream(self, turn_id: str, item_id: str, delta: ItemDelta) -> None:
-        """Stream more of an item: what can safely go out now goes out as a delta."""
+        """Stream more of an item: what can safely go out now goes out as deltas."""
         self._refresh()
-        key = (item_id, getattr(delta, "stream", delta.kind))
-        if key not in self._streams:
-            self._streams[key] = (turn_id, delta, StreamRedactor(self.redactor))
-        text = self._streams[key][2].push(delta.text)
-        if text:
-            self._publish_delta(turn_id, item_id, delta, text)
+        stream = self._streams.get(item_id)
+        if stream is None:
+            stream = self._streams[item_id] = _ItemStream(turn_id, self.redactor)
+        source = getattr(delta, "stream", delta.kind)
+        stream.deltas[source] = delta
+        self._publish_deltas(stream, item_id, stream.redaction.push(source, delta.text))
 
     def _flush(self, item_id: str) -> None:
-        for key in [key for key in self._streams if key[0] == item_id]:
-            turn_id, delta, stream = self._streams.pop(key)
-            text = stream.flush()
-            if text:
-                self._publish_delta(turn_id, item_id, delta, text)
+        stream = self._streams.pop(item_id, None)
+        if stream is not None:
+            self._publish_deltas(stream, item_id, stream.redaction.flush())
+
+    def _publish_deltas(
+        self, stream: _ItemStream, item_id: str, parts: list[tuple[str, str]]
+    ) -> None:
+        for source, text in parts:
+            self._publish_delta(stream.turn_id, item_id, stream.deltas[source], text)
 
     def _publish_delta(self, turn_id: str, item_id: str, delta: ItemDelta, text: str) -> None:
         self._publish(

@@ -9,25 +9,22 @@ write them, in every place text goes: the live events, the SQLite file and its W
 thread read, the export, the checkpoints and the logs.
 """
 
-import asyncio
 import json
 import logging
 import os
 import secrets as random_secrets
-import sqlite3
 import stat
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from support.live_server import live_server
+from support.pieces import PiecesEngine, Streamed, dumped, run_turn, stored_text
 
 from opencomposer.agent.api import AgentAPI
-from opencomposer.agent.protocol.events import Event, ItemDeltaEvent, TurnCompletedEvent
-from opencomposer.agent.protocol.items import TextInput
+from opencomposer.agent.protocol.events import Event, ItemDeltaEvent
 from opencomposer.agent.protocol.methods import ThreadUndoParams
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import ThreadSession
@@ -35,19 +32,6 @@ from opencomposer.agent.traces.export import iter_threads
 from opencomposer.config import Settings
 from opencomposer.logs import configure_logging
 from opencomposer.redact import MASK, Redactor
-from opencomposer.serving.engines.base import (
-    EngineEvent,
-    Finished,
-    GenerationRequest,
-    GenerationResult,
-    ModelInfo,
-    ReasoningDelta,
-    TextDelta,
-    ToolCall,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-    Usage,
-)
 
 # A root .env value with an escaped quote, a nested multi-line one, one that appears later.
 ROOT_SECRET = 'tok"en-Value-1234-zz'
@@ -55,57 +39,6 @@ ROOT_DOTENV = 'export API_TOKEN="tok\\"en-Value-1234-zz"  # the service token\n'
 CERT_LINES = ["MIIBszCCAVmgAwIBAgIUQ0", "w8Zr2LmX9vTb4NcW8kPd"]
 NESTED_DOTENV = f'PORT=8080\r\nCERT="{CERT_LINES[0]}\r\n{CERT_LINES[1]}"\r\n'
 LATE_SECRET = "late-created-value-7777"
-
-
-@dataclass
-class Streamed:
-    """One model reply: its text in exactly these deltas, then these tool calls."""
-
-    pieces: list[str] = field(default_factory=list)
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-
-
-class PiecesEngine:
-    """Answers each request with the next reply, streaming its text piece by piece."""
-
-    name = "pieces"
-
-    def __init__(self, replies: Iterable[Streamed]) -> None:
-        self.replies = list(replies)
-        self.requests: list[GenerationRequest] = []
-
-    async def models(self) -> list[ModelInfo]:
-        return [ModelInfo(id="pieces-model", context_window=32_768)]
-
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[EngineEvent]:
-        self.requests.append(request)
-        reply = self.replies.pop(0) if self.replies else Streamed(["Done."])
-        step = len(self.requests)
-        calls = [
-            ToolCall(id=f"call_{step}_{n}", name=name, arguments=json.dumps(args))
-            for n, (name, args) in enumerate(reply.calls)
-        ]
-        for piece in reply.reasoning:
-            yield ReasoningDelta(piece)
-        for piece in reply.pieces:
-            yield TextDelta(piece)
-        for n, tool_call in enumerate(calls):
-            yield ToolCallStarted(n, tool_call.id, tool_call.name)
-            yield ToolCallArgumentsDelta(n, tool_call.arguments)
-        yield Finished(
-            GenerationResult(
-                text="".join(reply.pieces),
-                reasoning="".join(reply.reasoning),
-                tool_calls=calls,
-                usage=Usage(10, 10),
-                finish_reason="tool_calls" if calls else "stop",
-                model="pieces-model",
-            )
-        )
-
-    async def aclose(self) -> None:
-        return None
 
 
 def forms(secret: str) -> set[str]:
@@ -121,15 +54,6 @@ def assert_absent(secrets: Iterable[str], *texts: str) -> None:
         for form in forms(secret):
             for text in texts:
                 assert form not in text, f"{form!r} leaked"
-
-
-def stored_text(database: Path) -> str:
-    """Everything the SQLite file and its WAL hold: the raw bytes (deleted rows included)
-    and every row as SQL (a value spilling over pages is whole there)."""
-    raw = b"".join(p.read_bytes() for p in database.parent.glob(database.name + "*") if p.is_file())
-    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
-        dump = "\n".join(db.iterdump())
-    return raw.decode("utf-8", errors="replace") + "\n" + dump
 
 
 def settings(tmp_path: Path, **tools: Any) -> Settings:
@@ -157,24 +81,6 @@ async def runtimes() -> AsyncIterator[list[AgentRuntime]]:
     yield made
     for runtime in made:
         await runtime.close()
-
-
-async def run_turn(session: ThreadSession, request: str) -> list[Event]:
-    """One turn, returning every event as subscribers received it live."""
-    subscription = session.subscribe(session.log.seq)
-    turn = await session.start_turn([TextInput(text=request)])
-    received: list[Event] = []
-    async with asyncio.timeout(120):
-        async for event in subscription:
-            received.append(event)
-            if isinstance(event, TurnCompletedEvent) and event.turn.id == turn.id:
-                break
-    subscription.close()
-    return received
-
-
-def dumped(events: Iterable[Event]) -> str:
-    return "\n".join(event.model_dump_json() for event in events)
 
 
 def streamed_text(events: Iterable[Event]) -> str:

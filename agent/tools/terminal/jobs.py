@@ -2,9 +2,17 @@
 waits for it or not.
 
 A foreground command is awaited up to a soft timeout; one still running then is not killed
-but returned as a job with its output so far, to be read, fed input or killed later. Output
-is read as it arrives into a window that keeps only its head and tail, so a command printing
-gigabytes costs a few kilobytes. Each read returns what arrived since the last one.
+but returned as a job with its output so far, to be read, fed input or killed later. Each
+read returns what arrived since the last one.
+
+Output is redacted once, as one stream: stdout and stderr in arrival order go through one
+`StreamRedactor` for the job's whole life, which holds back only what may still become a
+secret (a private key printed a line a minute, a token split between stdout and stderr or
+between the foreground call and a later read). What it releases feeds every sink: the window
+the model reads and the live stream of the call that started the command (its item's deltas:
+what clients see and the trace store keeps). Both keep only a head and a tail of output_cap
+characters, the live one streaming its head and sending the tail after a marker when the call
+ends, so a command printing gigabytes costs a few kilobytes of memory and of trace.
 
 When a command's main process exits, whatever it left running in the background is killed
 (it would hold the output pipes open, and nobody could reach it): a server must be started
@@ -37,7 +45,7 @@ from opencomposer.agent.tools.errors import (
 )
 from opencomposer.agent.tools.sandbox import Sandbox
 from opencomposer.agent.tools.terminal.limits import Breach, CommandLimits
-from opencomposer.redact import Redactor
+from opencomposer.redact import Redactor, SourcedStreamRedactor
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +64,16 @@ KILL_GRACE = 1.0
 DRAIN_TIMEOUT = 1.0
 # Longest wait between two looks at whether a command has exited.
 EXIT_POLL = 0.05
-# Seconds a partial line waits before it is streamed anyway (a prompt without a newline).
+# Seconds a partial line waits before it is streamed anyway (a prompt without a newline): the
+# live stream is sent in whole lines, so that output in tiny writes is not an event per write.
 STREAM_FLUSH = 0.1
 # Longest partial line held back from live streaming.
 MAX_PENDING = 4096
 _CHUNK = 64 * 1024
 
 OnOutput = Callable[[str, str], None]
-"""on_output(stream, text): `stream` is "stdout" or "stderr"; text is redacted."""
+"""on_output(stream, text): `stream` is "stdout" or "stderr"; text is redacted (text held back
+as a possible secret goes out with the stream whose output released it)."""
 
 
 @dataclass
@@ -101,10 +111,31 @@ class CommandResult:
     note saying so."""
 
 
+@dataclass
+class _Taken:
+    head: list[tuple[str, str]]
+    """(stream, text) pieces, in order."""
+
+    marker: str
+    """"[... N bytes omitted ...]" between head and tail, or empty."""
+
+    tail: list[tuple[str, str]]
+    bytes: int
+    truncated: bool
+
+    @property
+    def text(self) -> str:
+        return "".join(text for _, text in self.head) + self.marker + self.tail_text
+
+    @property
+    def tail_text(self) -> str:
+        return "".join(text for _, text in self.tail)
+
+
 class _Window:
-    """Output since the last read: the first third and the last two thirds of `cap`
-    characters (the end — test summaries, the last error — matters most), with a count of
-    what fell between."""
+    """Output since the last take: the first third and the last two thirds of `cap`
+    characters (the end — test summaries, the last error — matters most), each piece with
+    the stream it came from, and a count of what fell between."""
 
     def __init__(self, cap: int) -> None:
         self._head_cap = cap // 3
@@ -112,42 +143,123 @@ class _Window:
         self._clear()
 
     def _clear(self) -> None:
-        self._head: list[str] = []
+        self._head: list[tuple[str, str]] = []
         self._head_len = 0
-        self._tail: deque[str] = deque()
+        self._tail: deque[tuple[str, str]] = deque()
         self._tail_len = 0
         self._chars = 0
         self.bytes = 0
+        """Bytes the command printed in this window (counted by the reader)."""
 
-    def add(self, text: str, nbytes: int) -> None:
-        self.bytes += nbytes
+    def add(self, stream: str, text: str) -> str:
+        """Keep `text`; the part of it that went to the head is returned."""
         self._chars += len(text)
-        room = self._head_cap - self._head_len
-        if room > 0:
-            self._head.append(text[:room])
-            self._head_len += len(text[:room])
-            text = text[room:]
-        if not text:
-            return
-        self._tail.append(text)
-        self._tail_len += len(text)
-        while self._tail_len - len(self._tail[0]) >= self._tail_cap:
-            self._tail_len -= len(self._tail.popleft())
+        kept = text[: max(0, self._head_cap - self._head_len)]
+        if kept:
+            self._head.append((stream, kept))
+            self._head_len += len(kept)
+            text = text[len(kept) :]
+        if text:
+            self._tail.append((stream, text))
+            self._tail_len += len(text)
+            while self._tail_len - len(self._tail[0][1]) >= self._tail_cap:
+                self._tail_len -= len(self._tail.popleft()[1])
+        return kept
 
-    def take(self, redact: Callable[[str], str]) -> tuple[str, int, bool]:
-        """(text, bytes, truncated) for the window, which starts empty again."""
-        head = "".join(self._head)
-        tail = "".join(self._tail)[-self._tail_cap :]
-        truncated = self._chars > len(head) + len(tail)
-        nbytes = self.bytes
-        marker = ""
-        if truncated:
-            omitted = max(0, nbytes - len(head.encode()) - len(tail.encode()))
+    def take(self) -> _Taken:
+        """The window, which starts empty again."""
+        tail = list(self._tail)
+        excess = self._tail_len - self._tail_cap
+        if excess > 0:
+            tail[0] = (tail[0][0], tail[0][1][excess:])
+        taken = _Taken(self._head, "", tail, self.bytes, False)
+        shown = self._head_len + min(self._tail_len, self._tail_cap)
+        if self._chars > shown:
+            head = "".join(text for _, text in taken.head)
+            omitted = max(0, self.bytes - len(head.encode()) - len(taken.tail_text.encode()))
             newline = "" if head.endswith("\n") else "\n"
-            marker = f"{newline}[... {omitted:,} bytes omitted ...]\n"
-        text = redact(head) + marker + redact(tail)
+            taken.marker = f"{newline}[... {omitted:,} bytes omitted ...]\n"
+            taken.truncated = True
         self._clear()
-        return (text if text.strip() else NO_OUTPUT), nbytes, truncated
+        return taken
+
+
+class _Live:
+    """The live stream of the call that started a command: the head of a window sent as it
+    arrives, in whole lines, and at the end of the call the marker and the tail. What the
+    item's deltas hold, and so the trace store, is capped as the model's output is."""
+
+    def __init__(self, cap: int, send: OnOutput) -> None:
+        self._window = _Window(cap)
+        self._send = send
+        self._partial = {"stdout": "", "stderr": ""}
+
+    def count(self, nbytes: int) -> None:
+        self._window.bytes += nbytes
+
+    def add(self, stream: str, text: str) -> None:
+        text = self._partial[stream] + self._window.add(stream, text)
+        cut = len(text) if len(text) > MAX_PENDING else text.rfind("\n") + 1
+        self._partial[stream] = text[cut:]
+        self._emit(stream, text[:cut])
+
+    def waiting(self, stream: str) -> bool:
+        """Whether a partial line of `stream` waits to be sent."""
+        return bool(self._partial[stream])
+
+    def send_partial(self, stream: str) -> None:
+        text, self._partial[stream] = self._partial[stream], ""
+        self._emit(stream, text)
+
+    def close(self) -> None:
+        """Send what waits, then the marker and the tail, if output was left out."""
+        for stream in self._partial:
+            self.send_partial(stream)
+        taken = self._window.take()
+        if taken.marker:
+            self._emit("stdout", taken.marker)
+            for stream, text in taken.tail:
+                self._emit(stream, text)
+
+    def _emit(self, stream: str, text: str) -> None:
+        if text:
+            try:
+                self._send(stream, text)
+            except Exception:  # a broken listener must not stop the pipe from draining
+                log.exception("on_output failed")
+
+
+class _Output:
+    """A command's output on its way out: both streams, in arrival order, through one stream
+    redaction (a secret split between them is one secret), then into the model's window and,
+    while it is attached, the live stream."""
+
+    def __init__(self, redactor: Redactor, cap: int, on_output: OnOutput | None) -> None:
+        self._redaction = SourcedStreamRedactor(redactor)
+        self.window = _Window(cap)
+        self.live = _Live(cap, on_output) if on_output is not None else None
+
+    def add(self, stream: str, text: str, nbytes: int) -> None:
+        self.window.bytes += nbytes
+        if self.live is not None:
+            self.live.count(nbytes)
+        self._deliver(self._redaction.push(stream, text))
+
+    def end(self) -> None:
+        """The command's output has ended: what the redaction still holds goes out."""
+        self._deliver(self._redaction.flush())
+
+    def detach(self) -> None:
+        """The call that started the command has ended: its live stream ends with it."""
+        if self.live is not None:
+            self.live.close()
+            self.live = None
+
+    def _deliver(self, parts: list[tuple[str, str]]) -> None:
+        for stream, text in parts:
+            self.window.add(stream, text)
+            if self.live is not None:
+                self.live.add(stream, text)
 
 
 @dataclass(eq=False)
@@ -155,11 +267,9 @@ class _Job:
     id: str
     process: asyncio.subprocess.Process
     limits: CommandLimits
-    window: _Window
+    output: _Output
     has_stdin: bool
     started: float
-    on_output: OnOutput | None = None
-    """Where the output streams live: the call that started the job."""
 
     supervisor: "asyncio.Task[None]" = field(init=False)
     ended: float | None = None
@@ -285,10 +395,13 @@ class JobManager:
         except asyncio.CancelledError:
             await asyncio.shield(self._stop(job))
             self._jobs.pop(job.id, None)
+            job.output.detach()
             raise
-        return self._collect(
+        result = self._collect(
             job, timed_out=not background and not job.finished, show_id=not job.finished
         )
+        job.output.detach()
+        return result
 
     async def capture(self, command: str, *, cwd: Path, timeout: float) -> tuple[int, str] | None:
         """Run a short command for the runtime itself (e.g. `git status` for the prompt), in
@@ -403,10 +516,9 @@ class JobManager:
             f"job-{next(self._ids)}",
             process,
             limits,
-            _Window(self._output_cap),
+            _Output(self._redactor, self._output_cap, on_output),
             stdin,
             loop.time(),
-            on_output,
         )
         self._jobs[job.id] = job
         job.supervisor = asyncio.create_task(self._supervise(job), name=f"terminal {job.id}")
@@ -450,37 +562,26 @@ class JobManager:
                 _signal(process, signal.SIGKILL)
                 job.limits.stop()
             for reader in readers:
-                reader.cancel()
+                reader.cancel()  # nothing more arrives: what the redaction holds can go
+            job.output.end()
             await asyncio.shield(job.limits.release())
             job.ended = asyncio.get_running_loop().time()
 
     async def _pump(self, job: _Job, stream: str, reader: asyncio.StreamReader) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending = ""
         while True:
+            live = job.output.live
             try:
                 read = reader.read(_CHUNK)
-                chunk = await (asyncio.wait_for(read, STREAM_FLUSH) if pending else read)
+                waiting = live is not None and live.waiting(stream)
+                chunk = await (asyncio.wait_for(read, STREAM_FLUSH) if waiting else read)
             except TimeoutError:
-                pending = self._stream(job, stream, pending, flush=True)
+                if live is not None:
+                    live.send_partial(stream)  # redacted already: only the line waited
                 continue
-            text = decoder.decode(chunk, final=not chunk)
-            job.window.add(text, len(chunk))
-            if job.on_output is not None:
-                pending = self._stream(job, stream, pending + text, flush=not chunk)
+            job.output.add(stream, decoder.decode(chunk, final=not chunk), len(chunk))
             if not chunk:
                 return
-
-    def _stream(self, job: _Job, stream: str, text: str, *, flush: bool) -> str:
-        """Send complete lines (all of `text` when flushing) to on_output; return the rest.
-        Whole lines are redacted together, so a secret split across reads is still masked."""
-        cut = len(text) if flush or len(text) > MAX_PENDING else text.rfind("\n") + 1
-        if cut and job.on_output is not None:
-            try:
-                job.on_output(stream, self._redactor.redact(text[:cut]))
-            except Exception:  # a broken listener must not stop the pipe from draining
-                log.exception("on_output failed for %s", job.id)
-        return text[cut:]
 
     async def _terminate(self, process: asyncio.subprocess.Process) -> None:
         _signal(process, signal.SIGTERM)
@@ -501,7 +602,9 @@ class JobManager:
     ) -> CommandResult:
         """The result for what arrived since the last read; a finished job is forgotten."""
         finished = job.finished
-        text, nbytes, truncated = job.window.take(self._redactor.redact)
+        taken = job.output.window.take()
+        text = taken.text
+        text = text if text.strip() else NO_OUTPUT
         if finished:
             self._jobs.pop(job.id, None)
             if show_id:
@@ -513,8 +616,8 @@ class JobManager:
             job_id=job.id if show_id else None,
             exit_code=job.process.returncode if finished else None,
             output=text,
-            output_bytes=nbytes,
-            truncated=truncated,
+            output_bytes=taken.bytes,
+            truncated=taken.truncated,
             timed_out=timed_out,
             running=not finished,
             duration_ms=int((end - job.started) * 1000),

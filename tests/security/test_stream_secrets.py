@@ -31,7 +31,7 @@ from opencomposer.agent.protocol.events import Event
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.traces.export import iter_threads
 from opencomposer.config import Settings
-from opencomposer.redact import MASK
+from opencomposer.redact import MASK, PEM_SPAN, Redactor, SourcedStreamRedactor, StreamRedactor
 
 _RNG = random.Random(31)
 # A .env value long enough that base64-style wrapping (76 columns) cuts it.
@@ -403,3 +403,60 @@ def test_the_leak_check_sees_a_wrapped_secret():
         with pytest.raises(AssertionError, match="leaked"):
             assert_no_clear([DOTENV_SECRET], sink=text)
     assert_no_clear([DOTENV_SECRET], sink=f"{DOTENV_SECRET[:15]} and {MASK}")
+
+
+# ---------------------------------------------------------------------------- the stream itself
+
+
+def wrapped_forms(secret: str, rng: random.Random) -> str:
+    """`secret` cut at random places by a line break and what may surround one."""
+    cuts = sorted(rng.sample(range(1, len(secret)), rng.randint(1, 6)))
+    gaps = ["\n", "\r\n", "\n    ", "  \n\t", "\\n", "\\r\\n  ", "\n+ ", "\n-"]
+    parts = [secret[a:b] for a, b in zip([0, *cuts], [*cuts, len(secret)], strict=True)]
+    return "".join(part + rng.choice(gaps) for part in parts[:-1]) + parts[-1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_stream_cut_anywhere_between_two_sources_joins_to_the_redacted_whole(seed):
+    """Texts of wrapped secrets, keys and ordinary words, pushed in random pieces from two
+    sources in turn: what comes out joins to exactly the whole text redacted, holds no piece
+    of a secret, and says which source each part came from."""
+    rng = random.Random(seed)
+    redactor = Redactor([DOTENV_SECRET, ENV_SECRET])
+    pieces = [
+        lambda: wrapped_forms(DOTENV_SECRET, rng),
+        lambda: wrapped_forms(ENV_SECRET, rng),
+        lambda: KEYS[rng.choice(list(KEYS))].replace("\n", rng.choice(["\n", "\r\n", "\\n"])),
+        lambda: rng.choice(["ordinary words ", "\n", "- item\n", "+ added\n", "x = 'a\\nb'\n"]),
+    ]
+    for _ in range(8):
+        text = "".join(rng.choice(pieces)() for _ in range(rng.randint(1, 5)))
+        whole = redactor.redact(text)
+        assert_no_clear([DOTENV_SECRET, ENV_SECRET, *map(body, KEYS.values())], whole=whole)
+        for _ in range(6):
+            cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 40))))
+            stream, out = SourcedStreamRedactor(redactor), []
+            for n, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(text)], strict=True)):
+                out += stream.push("stdout" if n % 3 else "stderr", text[a:b])
+            out += stream.flush()
+            assert "".join(part for _, part in out) == whole
+            assert {source for source, _ in out} <= {"stdout", "stderr"}
+
+
+def test_what_a_stream_holds_back_is_bounded():
+    """Held only while it may still become a secret: the beginning of a known value stops
+    being held once a gap too long to be a wrap follows it, a key's header after PEM_SPAN
+    characters without an END line (masked as far as its body goes), text that begins
+    nothing at once."""
+    stream = StreamRedactor(Redactor([DOTENV_SECRET]))
+    assert stream.push("plain text that begins no secret\n") == "plain text that begins no secret\n"
+    assert stream.push(f"token: {DOTENV_SECRET[:40]}\n  ") == "token: "
+    assert stream.held > 40
+    # 40 spaces are no wrap: what was held was only ever 40 characters of the secret.
+    released = stream.push(" " * 40 + "more\n")
+    assert released.startswith(DOTENV_SECRET[:40]) and stream.held < 8
+    released = stream.push(KEYS["rsa"].split("\n", 1)[0] + "\n")
+    for _ in range(PEM_SPAN // 64 + 8):
+        released += stream.push(base64.b64encode(_RNG.randbytes(48)).decode() + "\n")
+        assert stream.held < PEM_SPAN + 4096
+    assert released.startswith(MASK)

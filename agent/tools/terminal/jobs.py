@@ -6,13 +6,14 @@ but returned as a job with its output so far, to be read, fed input or killed la
 read returns what arrived since the last one.
 
 Output is redacted once, as one stream: stdout and stderr in arrival order go through one
-`StreamRedactor` for the job's whole life, which holds back only what may still become a
-secret (a private key printed a line a minute, a token split between stdout and stderr or
+`SourcedStreamRedactor` for the job's whole life, which holds back only what may still become
+a secret (a private key printed a line a minute, a token split between stdout and stderr or
 between the foreground call and a later read). What it releases feeds every sink: the window
 the model reads and the live stream of the call that started the command (its item's deltas:
 what clients see and the trace store keeps). Both keep only a head and a tail of output_cap
 characters, the live one streaming its head and sending the tail after a marker when the call
-ends, so a command printing gigabytes costs a few kilobytes of memory and of trace.
+ends, so a command printing gigabytes costs the server two windows and what the redaction
+holds (at most a private key's PEM_SPAN) in memory, and one window in the trace.
 
 When a command's main process exits, whatever it left running in the background is killed
 (it would hold the output pipes open, and nobody could reach it): a server must be started
@@ -113,6 +114,8 @@ class CommandResult:
 
 @dataclass
 class _Taken:
+    """A window's content, as it is handed out."""
+
     head: list[tuple[str, str]]
     """(stream, text) pieces, in order."""
 

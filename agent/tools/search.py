@@ -7,7 +7,9 @@ context lines), capped, with totals for what was left out so the model can narro
 
 ripgrep walks the tree by name, so a folder swapped for a symlink while it walks would lead it
 out of the workspace; it therefore runs inside the command sandbox (network off, no
-environment), where a race reaches nothing a command could not read anyway.
+environment), where a race reaches nothing a command could not read anyway. What it prints is
+read up to a bound: its JSON repeats each match, so one line of two megabytes of `a` made
+gigabytes of output for the pattern `a` (1.1 GiB of server memory, measured).
 """
 
 import asyncio
@@ -40,6 +42,11 @@ MAX_GLOB_RESULTS = 500
 # Listing or searching the largest monorepos takes tens of seconds; a run still going after
 # five minutes is stuck (the limit list_workspace_files always had).
 RIPGREP_TIMEOUT = 300.0
+# ripgrep's output read at most (the rest is cut at a line, and ripgrep stopped): far more than
+# any answer shows, and a listing of 600,000 paths.
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+MAX_LISTING_BYTES = 64 * 1024 * 1024
+_MAX_ERROR_BYTES = 64 * 1024
 _COMMON = ["--hidden", "--no-require-git", "--glob", "!.git", "--sort", "path"]
 # A shell's "command not found": the sandbox does not show ripgrep's folder.
 _NOT_STARTED = 127
@@ -57,18 +64,28 @@ def ripgrep() -> Path:
 
 async def list_workspace_files(root: Path, sandbox: Sandbox) -> list[Path]:
     """Absolute paths of the files under `root` that ignore rules keep, sorted."""
-    code, out, err = await run_ripgrep(["--files", *_COMMON, "--", "."], root, sandbox)
+    code, out, err = await run_ripgrep(
+        ["--files", *_COMMON, "--", "."], root, sandbox, MAX_LISTING_BYTES
+    )
     # 2 is also an error on some paths (unreadable, or gone while walked): the rest is listed.
-    if code not in (0, 1) and not (code == 2 and out):
+    if code not in (0, 1, CUT) and not (code == 2 and out):
         raise UnexpectedEnvironment(
             f"ripgrep could not list files: {err.decode(errors='replace').strip()}"
         )
     return [root / _display_path(line) for line in out.decode("utf-8", "replace").splitlines()]
 
 
-async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int, bytes, bytes]:
+# The exit code run_ripgrep gives when it stopped ripgrep at its output limit.
+CUT = -1
+
+
+async def run_ripgrep(
+    args: list[str], cwd: Path, sandbox: Sandbox, limit: int = MAX_OUTPUT_BYTES
+) -> tuple[int, bytes, bytes]:
     """ripgrep's exit code, stdout and stderr, run in `sandbox` with the network off and an
-    empty environment (no RIPGREP_CONFIG_PATH to change its flags)."""
+    empty environment (no RIPGREP_CONFIG_PATH to change its flags). Past `limit` bytes of
+    output ripgrep is stopped, its output cut after the last whole line, and the code is
+    CUT."""
     rg = ripgrep()
     try:
         limits = sandbox.limits.open()
@@ -90,10 +107,18 @@ async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int
             raise NotFound(f"cannot search {cwd}: {exc.strerror or exc}") from None
         try:
             async with asyncio.timeout(RIPGREP_TIMEOUT):
-                out, err = await proc.communicate()
+                assert proc.stdout is not None and proc.stderr is not None
+                errors = asyncio.ensure_future(_head_of(proc.stderr, _MAX_ERROR_BYTES))
+                try:
+                    out, cut = await _read_at_most(proc.stdout, limit)
+                    if cut:  # it is writing on: it would never end, nor its stderr
+                        _stop(proc)
+                    err = await errors
+                finally:
+                    errors.cancel()
+                await proc.wait()
         except BaseException as exc:  # timed out, or the call was cancelled: stop the search
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: bwrap and all it runs
+            _stop(proc)
             await proc.wait()
             if isinstance(exc, TimeoutError):
                 raise Timeout(
@@ -110,7 +135,36 @@ async def run_ripgrep(args: list[str], cwd: Path, sandbox: Sandbox) -> tuple[int
             hint="Install ripgrep where the sandbox shows it (the venv or a system folder).",
         )
     assert proc.returncode is not None
+    if cut:
+        return CUT, out[: out.rfind(b"\n") + 1], err
     return proc.returncode, out, err
+
+
+async def _read_at_most(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
+    """What the stream gives, up to `limit` bytes; True when it had more."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.read(64 * 1024):
+        if size + len(chunk) > limit:
+            chunks.append(chunk[: limit - size])
+            return b"".join(chunks), True
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), False
+
+
+async def _head_of(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """The stream's first `limit` bytes, the rest read and dropped (a writer blocked on a
+    full pipe would never exit)."""
+    head, _ = await _read_at_most(stream, limit)
+    while await stream.read(64 * 1024):
+        pass
+    return head
+
+
+def _stop(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: bwrap and all it runs
 
 
 def _place(shown: str) -> str:
@@ -196,10 +250,14 @@ class Grep(Tool[GrepArgs]):
             covered += counts[path]
             if covered >= args.max_results:
                 break
-        lines, shown = await _print_matches(
+        lines, shown, cut = await _print_matches(
             matcher, args.context, chosen, workspace.root, sandbox, args.max_results
         )
         text = "\n".join(lines)
+        if cut:
+            text += (
+                f"\n[ripgrep's output passed {MAX_OUTPUT_BYTES:,} bytes (long lines) and was cut]"
+            )
         if total_matches > shown:
             more_files = total_files - len(chosen)
             text += (
@@ -258,11 +316,13 @@ async def _count_matches(
 
 async def _print_matches(
     matcher: list[str], context: int, paths: list[str], root: Path, sandbox: Sandbox, limit: int
-) -> tuple[list[str], int]:
+) -> tuple[list[str], int, bool]:
     """ripgrep-style lines for the matches in `paths` (in that order), at most `limit`;
-    groups of context lines are separated by `--` as ripgrep does."""
+    groups of context lines are separated by `--` as ripgrep does. True when ripgrep's output
+    was cut (`run_ripgrep`)."""
     around = ["--context", str(context)] if context else []
-    _, out, _ = await run_ripgrep(["--json", *matcher, *around, "--", *paths], root, sandbox)
+    code, out, _ = await run_ripgrep(["--json", *matcher, *around, "--", *paths], root, sandbox)
+    cut = code == CUT
     by_file: dict[str, list[tuple[int, str, str]]] = {}
     for raw in out.splitlines():
         event = json.loads(raw)
@@ -279,13 +339,13 @@ async def _print_matches(
         previous = None
         for number, separator, text in by_file.get(path, []):
             if shown >= limit and separator == ":":
-                return lines, shown
+                return lines, shown, cut
             if context and previous is not None and number > previous + 1:
                 lines.append("--")
             lines.append(f"{path}{separator}{number}{separator}{text}")
             shown += separator == ":"
             previous = number
-    return lines, shown
+    return lines, shown, cut
 
 
 # --------------------------------------------------------------------------- glob
@@ -339,6 +399,8 @@ class Glob(Tool[GlobArgs]):
             f"{workspace.relative(p)} ({_size(workspace, p)})" for p in paths[:MAX_GLOB_RESULTS]
         ]
         text = "\n".join(shown)
+        if code == CUT:
+            text += f"\n[ripgrep's listing passed {MAX_OUTPUT_BYTES:,} bytes and was cut]"
         if len(paths) > MAX_GLOB_RESULTS:
             text += (
                 f"\n[... {len(paths) - MAX_GLOB_RESULTS:,} more files; use a narrower "

@@ -196,6 +196,19 @@ async def test_a_huge_or_unreadable_env_file_is_not_read(tools: ToolHarness, roo
     assert (root / ".env").stat().st_size == SPARSE
 
 
+@pytest.mark.parametrize("line", [2 * MiB, 20 * MiB])
+async def test_grep_reads_a_bounded_part_of_what_ripgrep_prints(tools: ToolHarness, line: int):
+    """ripgrep's JSON repeats every match: one line of 2 MB of `a` made over a gigabyte of
+    output for the pattern `a`, all of it held by the server. Its output is read up to
+    16 MiB, ripgrep stopped there, and the result says so."""
+    await run(tools, f"head -c {line} /dev/zero | tr '\\0' a > line.txt && echo 'a short' > b.txt")
+    outcome, used = await peak(tools.call("grep", {"pattern": "a"}))
+    assert outcome.ok, outcome.text
+    assert used < BOUND
+    assert "[ripgrep's output passed 16,777,216 bytes (long lines) and was cut]" in outcome.text
+    assert outcome.fields["match_count"] == 2
+
+
 # ---------------------------------------------------------------------- quarantine
 
 

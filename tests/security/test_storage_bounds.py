@@ -8,6 +8,7 @@ the harness. What the server allocates meanwhile is measured with tracemalloc (e
 object a read makes is counted), what the data folder holds with `st_blocks`.
 """
 
+import asyncio
 import hashlib
 import os
 import shutil
@@ -207,6 +208,31 @@ async def test_grep_reads_a_bounded_part_of_what_ripgrep_prints(tools: ToolHarne
     assert used < BOUND
     assert "[ripgrep's output passed 16,777,216 bytes (long lines) and was cut]" in outcome.text
     assert outcome.fields["match_count"] == 2
+
+
+async def test_a_config_that_includes_one_file_many_times_is_not_listed_whole(
+    tools: ToolHarness, root: Path
+):
+    """A background job gives the repository it made a config that includes a 200 KB file
+    500 times: git lists 295 MB of it for the file tools' check of what git runs there. The
+    listing is read up to 4 MiB; the write goes on, and the server holds no more."""
+    plant = (
+        "git init -q r && sleep 1 && python3 -c \"open('r/big', 'w').write('[a]\\n' + "
+        "''.join('c%d = y\\n' % i for i in range(25000)))\" && "
+        "printf '[include]\\n' >> r/.git/config && "
+        "for i in $(seq 500); do printf '\\tpath = ../big\\n' >> r/.git/config; done && "
+        "touch planted"
+    )
+    job = await tools.call("run_terminal", {"command": plant, "background": True})
+    assert job.ok, job.text
+    for _ in range(600):
+        if (root / "planted").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert (root / "planted").exists(), "the background job did not plant its config"
+    outcome, used = await peak(tools.call("write_file", {"path": "r/notes.txt", "content": "x"}))
+    assert outcome.ok, outcome.text
+    assert used < BOUND
 
 
 # ---------------------------------------------------------------------- quarantine

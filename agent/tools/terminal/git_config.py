@@ -16,8 +16,10 @@ for itself.
 import fnmatch
 import functools
 import os
+import selectors
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,9 @@ from opencomposer.agent.tools.terminal.git_scan import Repository, common_dir
 
 # Seconds for `git config` to list a repository's configuration (it takes about 3 ms).
 _GIT_TIMEOUT = 10.0
+# Most of `git config --list --includes` read: a user's listing is a few KiB, while a
+# command's config that includes one 200 KB file 500 times lists 295 MB (measured).
+_MAX_LISTING_BYTES = 4 * 1024 * 1024
 # Variables that would make `git config` read another repository than the one named.
 _GIT_LOCATION = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -111,32 +116,13 @@ def _list_config(repo: Repository) -> ConfigFacts | None:
     if git is None:
         return None
     env = {name: value for name, value in os.environ.items() if name not in _GIT_LOCATION}
-    try:
-        listed = subprocess.run(
-            [
-                git,
-                "--git-dir",
-                str(repo.gitdir),
-                "config",
-                "--list",
-                "--show-origin",
-                "--includes",
-                "-z",
-            ],
-            cwd=repo.worktree,
-            env=env,
-            capture_output=True,
-            timeout=_GIT_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if listed.returncode != 0:
+    argv = [git, "--git-dir", str(repo.gitdir), "config", "--list", "--show-origin"]
+    listed = _bounded_output([*argv, "--includes", "-z"], repo.worktree, env)
+    if listed is None:
         return None
     files: dict[Path, None] = {}
     hooks: Path | None = None
-    for origin, key, value in _records(listed.stdout.decode("utf-8", errors="replace")):
+    for origin, key, value in _records(listed.decode("utf-8", errors="replace")):
         if not origin.startswith("file:"):
             continue
         source = Path(os.path.normpath(origin.removeprefix("file:")))
@@ -146,6 +132,42 @@ def _list_config(repo: Repository) -> ConfigFacts | None:
         elif key == "core.hookspath":
             hooks = Path(os.path.normpath(repo.worktree / os.path.expanduser(value)))
     return ConfigFacts(tuple(files), hooks)
+
+
+def _bounded_output(argv: list[str], cwd: Path, env: dict[str, str]) -> bytes | None:
+    """The program's output; None when it fails, takes longer than _GIT_TIMEOUT or prints
+    more than _MAX_LISTING_BYTES (it is then killed: what it would print is a command's
+    choice, through the files a config includes)."""
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+    deadline = time.monotonic() + _GIT_TIMEOUT
+    chunks: list[bytes] = []
+    size = 0
+    with process, selectors.DefaultSelector() as selector:
+        assert process.stdout is not None
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            chunk = os.read(process.stdout.fileno(), 64 * 1024) if selector.select(left) else None
+            if chunk is None or size + len(chunk) > _MAX_LISTING_BYTES:
+                process.kill()
+                return None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if process.wait() != 0:
+            return None
+    return b"".join(chunks)
 
 
 def _records(listing: str) -> Iterator[tuple[str, str, str]]:

@@ -9,6 +9,11 @@ leave a half-read message behind). One that fails is answered when it sent a req
 user with the wrong token is told), then closed, and the listener goes on. The first that
 passes becomes the client: the listener closes, other connections still authenticating are
 closed, and the process ends with that client's session, as over stdio.
+
+At most MAX_STRANGERS connections authenticate at once; a new one closes the one waiting
+longest, so a process that opens connections and holds them cannot use up the descriptors
+(1,024 by default) and keep the editor out: the editor sends its `initialize` as it connects,
+and is let in long before it is the oldest.
 """
 
 import asyncio
@@ -35,6 +40,16 @@ MAX_INITIALIZE_BYTES = 256 * 1024
 """The largest first message. Recorded editors' `initialize` capabilities are 2.1 KB (Emacs 29)
 to 4.4 KB (VS Code 1.65, pytest-lsp's recordings); this leaves room for many workspace folders
 and bounds what each stranger may make the server hold."""
+
+MAX_STRANGERS = 256
+"""Connections authenticating at once. The editor's is closed only if this many connect after
+it before its `initialize` is read, a few turns of the event loop, each accepting at most
+ACCEPT_BATCH; it bounds what strangers hold to 256 descriptors and, at MAX_INITIALIZE_BYTES
+each, 64 MiB for at most AUTH_DEADLINE_S."""
+
+ACCEPT_BATCH = 16
+"""The listen backlog, which is also how many connections asyncio accepts in one go: small,
+so that few can arrive between the editor's connection and its `initialize`."""
 
 UNAUTHORIZED = "a valid token is required in initializationOptions.token"
 
@@ -105,7 +120,10 @@ class Gate:
     def __init__(self, token: str) -> None:
         self.token = token
         self.admitted: asyncio.Future[Admitted] = asyncio.get_running_loop().create_future()
-        self._strangers: set[asyncio.StreamWriter] = set()
+        self._strangers: dict[asyncio.StreamWriter, None] = {}
+        """Connections authenticating, oldest first (a dict as an ordered set)."""
+        self._shed: set[asyncio.StreamWriter] = set()
+        """Strangers closed to make room, until their reader has seen it."""
 
     async def connected(self, stream: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """asyncio's callback for an accepted connection: it closes the connection unless it
@@ -114,13 +132,21 @@ class Gate:
         if self.admitted.done():  # accepted just before the listener closed
             writer.close()
             return
-        self._strangers.add(writer)
+        if len(self._strangers) >= MAX_STRANGERS:
+            oldest = next(iter(self._strangers))
+            del self._strangers[oldest]
+            self._shed.add(oldest)
+            oldest.close()
+        self._strangers[writer] = None
         reader = MessageReader(stream, MAX_INITIALIZE_BYTES)
         try:
             body, why = await self._first_message(reader, writer)
         finally:
-            self._strangers.discard(writer)
-        if self.admitted.done():
+            self._strangers.pop(writer, None)
+        if writer in self._shed:
+            self._shed.discard(writer)
+            why = f"{MAX_STRANGERS} newer connections were authenticating"
+        elif self.admitted.done():
             why = "another connection was let in first"
         elif body is not None:
             self.admitted.set_result(Admitted(reader, writer, body))
@@ -165,7 +191,7 @@ async def listen(server: Served, host: str, port: int, token: str) -> int:
     """Accept connections until one is let in, then serve it; its exit status."""
     gate = Gate(token)
     try:
-        listener = await asyncio.start_server(gate.connected, host, port)
+        listener = await asyncio.start_server(gate.connected, host, port, backlog=ACCEPT_BATCH)
     except OSError as exc:  # the port is taken, or not ours to take
         log.error(
             "cannot listen on %s:%d: %s", host, port, os.strerror(exc.errno) if exc.errno else exc

@@ -175,6 +175,25 @@ class ServerSettings(Section):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """Largest request body accepted; a bigger one is refused with 413 before it is read."""
 
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a client has to send a request's head (request line and headers), from the
+    connection's opening or the first byte of a later request; then 408 and closed. A client
+    sends its head in one write (well under a millisecond on loopback)."""
+
+    idle_timeout: float = Field(default=5.0, gt=0)
+    """Seconds a kept-alive connection may wait for its next request (uvicorn's default)."""
+
+    body_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a request body may take, plus one for every 500 bytes that came (Apache's
+    `mod_reqtimeout` rule); a body that stalls or trickles gets 408 and the connection is
+    closed. Responses, a turn's event stream among them, have no time limit."""
+
+    max_connections: int = Field(default=1000, ge=1)
+    """Open connections at once, and never more than half the process's file descriptor
+    limit. At the cap, a new connection closes the one open longest that has not sent the
+    token (then the one idle longest that has); connections answering requests that carry the
+    token are never closed to make room."""
+
 
 class SandboxSettings(Section):
     env: Annotated[

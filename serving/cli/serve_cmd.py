@@ -33,6 +33,7 @@ def serve(
     from opencomposer.serving.http.agent_chat import AGENT_MODEL
     from opencomposer.serving.http.app import ENDPOINTS, create_app
     from opencomposer.serving.http.auth import TOKEN_FILE, TokenError, server_token
+    from opencomposer.serving.http.connections import ACCEPT_BATCH, server_config
     from opencomposer.serving.http.origin import WILDCARDS, is_loopback
 
     loaded = settings_for(
@@ -68,7 +69,7 @@ def serve(
         raise typer.Exit(1) from None
     # Listening now lets clients that read the URL below connect at once: they wait in the
     # backlog while the server finishes starting (loading the runtime takes a moment).
-    sock.listen(128)
+    sock.listen(ACCEPT_BATCH)
     port = sock.getsockname()[1]
     # A wildcard bind is called by its loopback address here: the Host check refuses 0.0.0.0.
     shown = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(server.host, server.host)
@@ -105,4 +106,4 @@ def serve(
             f"{', '.join(server.allowed_hosts) or 'none'})."
         )
     out.file.flush()
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    uvicorn.Server(server_config(app, server)).run(sockets=[sock])

@@ -6,7 +6,9 @@ is served, so a user who opens the URL is never left guessing.
 
 Every request passes the front door first, outermost to innermost: the Host and Origin checks
 (`origin`), the bearer token (`auth`; all but the page, its assets and the health probes),
-JSON bodies only (`content_type`) and the body size limit (`limits`).
+JSON bodies only (`content_type`) and the body's size and time limits (`limits`). Below them
+all, each connection has deadlines and a place under the connection cap (`connections`),
+which `ConnectionUse` keeps informed of the requests it carries.
 """
 
 from collections.abc import AsyncIterator
@@ -26,6 +28,7 @@ from opencomposer.serving.doctor import run_doctor
 from opencomposer.serving.engines.base import Engine
 from opencomposer.serving.http import agent_api, completions_api, model_api
 from opencomposer.serving.http.auth import RequireToken
+from opencomposer.serving.http.connections import ConnectionUse
 from opencomposer.serving.http.content_type import JsonBodies
 from opencomposer.serving.http.errors import error_body
 from opencomposer.serving.http.limits import BodyLimit
@@ -190,12 +193,17 @@ def create_app(
         )
 
     # The last one added runs first.
-    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.server.max_body_bytes,
+        timeout=settings.server.body_timeout,
+    )
     app.add_middleware(JsonBodies)
     if token is not None:
         app.add_middleware(RequireToken, token=token, public=PUBLIC_PATHS)
     app.add_middleware(BrowserGuard, policy=HostPolicy.from_settings(settings.server))
     app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(ConnectionUse, trust_every_request=token is None)
     tag_logs_with_request_ids()
     app.include_router(model_api.router)
     app.include_router(completions_api.router)

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from opencomposer import paths
 from opencomposer.config import Settings
+from opencomposer.serving.http.connections import authenticated
 from opencomposer.serving.http.errors import send_refusal
 
 TOKEN_FILE = "server-token"
@@ -106,23 +107,23 @@ class RequireToken:
         self.public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] not in self.public
-            and not self._carries_token(scope["headers"])
-        ):
-            await send_refusal(
-                send,
-                scope["path"],
-                401,
-                "unauthorized",
-                (
-                    "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the "
-                    "token `opencomposer serve` printed (kept in server-token in the data folder)"
-                ),
-                [(b"www-authenticate", b"Bearer")],
-            )
-            return
+        if scope["type"] == "http":
+            if self._carries_token(scope["headers"]):
+                authenticated()  # its connection is no longer a stranger (`connections`)
+            elif scope["path"] not in self.public:
+                await send_refusal(
+                    send,
+                    scope["path"],
+                    401,
+                    "unauthorized",
+                    (
+                        "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                        "with the token `opencomposer serve` printed (kept in server-token in "
+                        "the data folder)"
+                    ),
+                    [(b"www-authenticate", b"Bearer")],
+                )
+                return
         await self.app(scope, receive, send)
 
     def _carries_token(self, headers: list[tuple[bytes, bytes]]) -> bool:

@@ -10,13 +10,20 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from opencomposer.serving.http.connections import server_config
+
 
 @contextmanager
-def serve_in_thread(app: FastAPI, *, backlog: int = 2048, timeout: float = 30) -> Iterator[str]:
-    """Serve `app` until the block ends; yields its base URL (no `/v1`)."""
+def serve_in_thread(app: FastAPI, *, timeout: float = 30) -> Iterator[str]:
+    """Serve `app` (made by `create_app`) as `opencomposer serve` does, with its connection
+    limits, until the block ends; yields its base URL (no `/v1`)."""
     server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", backlog=backlog
+        server_config(
+            app,
+            app.state.settings.settings.server,
+            host="127.0.0.1",
+            port=0,
+            lifespan="on",
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)

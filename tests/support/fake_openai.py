@@ -413,7 +413,17 @@ class ThreadedFakeOpenAI:
         return self.fake
 
     def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.fake.stop(), self._loop).result(5)
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()
+
+    async def _stop(self) -> None:
+        """Stop listening and end the connections still open (a client's kept-alive one):
+        a handler left pending when the loop closes fails later, in whichever test the
+        garbage collector reaches it."""
+        await self.fake.stop()
+        handlers = asyncio.all_tasks() - {asyncio.current_task()}
+        for handler in handlers:
+            handler.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)

@@ -214,6 +214,23 @@ class SandboxSettings(Section):
     credential stores): a benchmark's tasks, with their tests and solutions, while an agent
     works on one of them."""
 
+    view: Annotated[
+        Literal["host", "system"], SafeValue("show commands your files", safe="system")
+    ] = "host"
+    """What commands see of this machine's files. `host`: everything read-only but the home
+    folders, the runtime folders (/run) and what the system keeps private. `system`: only the
+    installed system (/usr, /etc, /bin, /lib*), the toolchains on PATH, Python, git's config
+    and `expose` (benchmark trials use it: answers lie somewhere on the host)."""
+
+    network: Annotated[
+        Literal["host", "isolated"],
+        SafeValue("let commands reach the services on this machine", safe="isolated"),
+    ] = "host"
+    """How a command allowed the network reaches it. `host`: this machine's network, its
+    loopback services included (a dev server on localhost:3000). `isolated`: a network of its
+    own behind a user-mode NAT (slirp4netns) that reaches the internet but nothing listening on
+    this machine's loopback."""
+
     max_processes: Annotated[int, _COMMAND_LIMIT] = Field(default=1024, ge=16)
     """Processes and threads one command may have at once; reaching it kills the command (a
     fork bomb is stopped within a fraction of a second)."""
@@ -246,7 +263,9 @@ class ToolSettings(Section):
     read_lines: int = Field(default=2_000, ge=10)
     """Lines `read_file` returns when the call gives no `limit`."""
 
-    checkpoint_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    checkpoint_max_bytes: Annotated[
+        int, AtMost("make undo copy more of your disk into checkpoints")
+    ] = Field(default=16 * 1024 * 1024, ge=0)
     """Largest file (apparent size: a sparse file counts whole) whose contents a checkpoint
     keeps for undo. A larger file is changed all the same, never read whole, and the tool's
     result says that undo cannot restore it."""

@@ -19,6 +19,7 @@ from opencomposer.bench.http import ANSWER
 from opencomposer.config import LoadedSettings, Settings
 from opencomposer.serving.engines.replay import InstantEngine
 from opencomposer.serving.http.app import create_app
+from opencomposer.serving.http.connections import server_config
 
 
 def report_then_watch(server: uvicorn.Server, port_file: Path) -> None:
@@ -40,11 +41,9 @@ def main(root: Path, port_file: Path) -> None:
     # OPENCOMPOSER_SERVER__* variables set, where this key merges with them.
     settings.server.workspace_roots = [root]
     app = create_app(LoadedSettings(settings), None, engine=InstantEngine(ANSWER))
-    # The backlog of `serve_in_thread`: 100 clients connect at once.
+    # The server as `opencomposer serve` runs it (its connection guard included).
     server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", backlog=2048
-        )
+        server_config(app, settings.server, host="127.0.0.1", port=0, lifespan="on")
     )
     threading.Thread(target=report_then_watch, args=(server, port_file), daemon=True).start()
     server.run()

@@ -13,6 +13,7 @@ letting a secret out split across two of them, however long the pauses between t
 """
 
 import bisect
+import functools
 import itertools
 import json
 import re
@@ -136,6 +137,76 @@ _BEARER = _Shape(
 )
 _SHAPES = [*_RUN_SHAPES, _PRIVATE_KEY, _URL_PASSWORD, _BEARER]
 
+# A key folded or wrapped at any width (`fold -w 20 key.pem` cuts its header in two), or so
+# written in JSON: the same shape read in a view of the text without its loose gaps, where a
+# line's first `-` may have gone as a diff's marker would.
+_FOLDED_HEAD = re.compile(r"-{4,5}BEGIN[A-Z0-9]{0,40}PRIVATEKEY(?:BLOCK)?-{4,5}")
+_FOLDED_END = re.compile(r"-{4,5}END[A-Z0-9]{0,40}PRIVATEKEY(?:BLOCK)?-{4,5}")
+_FOLDED_KEY = re.compile(
+    _FOLDED_HEAD.pattern + rf"(?:[\s\S]{{0,{PEM_SPAN}}}?{_FOLDED_END.pattern}"
+    rf"|[A-Za-z0-9+/=:,.\\\[\]\-]{{0,{PEM_SPAN}}})"
+)
+# A header as `_unwrapped` leaves it (its dashes gone).
+_UNWRAPPED_HEAD = re.compile(rb"BEGIN[A-Z0-9]{0,40}PRIVATEKEY")
+_PENDING_FOLDED_HEAD = re.compile(
+    r"-{1,5}(?:B(?:E(?:G(?:I(?:N(?:[A-Z0-9]{0,58}-{0,5})?)?)?)?)?)?\Z"
+)
+
+
+def _folded_view(text: str, start: int) -> "_View | None":
+    """text[start:] read through loose gaps, where a key's header may be in it (passes of C
+    tell that none is, nearly always, before a view is made in Python)."""
+    unwrapped = _unwrapped(text)  # all of it: the stream's mask asks for the same text next
+    if b"PRIVATEKEY" not in unwrapped or not _UNWRAPPED_HEAD.search(unwrapped):
+        return None
+    return _View(text[start:], _LOOSE_GAPS, start)
+
+
+def _folded_keys(text: str, start: int = 0) -> list[tuple[int, int]]:
+    """Spans of the keys in text[start:] read through loose gaps."""
+    view = _folded_view(text, start)
+    if view is None:
+        return []
+    spans = [view.span(*match.span()) for match in _FOLDED_KEY.finditer(view.text)]
+    return [(_folded_head_start(text, begin), end) for begin, end in spans]
+
+
+def _folded_head_start(text: str, begin: int) -> int:
+    """Where a header found in a loose view begins in `text`: a `-` just before it, after a
+    line break, is its first (the view read it as a diff's marker)."""
+    if begin > 0 and text[begin - 1] == "-" and text[: begin - 1].endswith(("\n", "\\n")):
+        return begin - 1
+    return begin
+
+
+def _mask_private_keys(text: str) -> str:
+    return _masked(_PRIVATE_KEY.mask(text), _folded_keys)
+
+
+def _masked(text: str, find: Callable[[str], Iterable[tuple[int, int]]]) -> str:
+    """`text` with the spans `find` gives masked, overlapping ones as one."""
+    merged: list[list[int]] = []
+    for start, end in sorted(find(text)):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if not merged:
+        return text
+    out, at = [], 0
+    for start, end in merged:
+        out += [text[at:start], MASK]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _unwrapped(text: str) -> bytes:
+    """`text` without what a wrap may insert (`_UNWRAPPED`); the same text is often asked
+    for twice (known values, then folded keys), and a string keeps its hash."""
+    return text.encode("utf-8", "surrogatepass").translate(None, _UNWRAPPED)
+
 
 # No shape matches fewer characters (`://a:b` before an `@`).
 _SHORTEST_SHAPE = 7
@@ -147,7 +218,7 @@ def mask_shapes(text: str) -> str:
     if len(text) < _SHORTEST_SHAPE:
         return text
     for shape in _SHAPES:
-        text = shape.mask(text)
+        text = _mask_private_keys(text) if shape is _PRIVATE_KEY else shape.mask(text)
     return text
 
 
@@ -177,7 +248,7 @@ def _any_shape(text: str) -> bool:
     for stem in _STEMS:
         if stem in text:
             return any(shape.present(text) for shape in _SHAPES)
-    return _BEARER.present(text)
+    return _BEARER.present(text) or b"PRIVATEKEY" in _unwrapped(text)
 
 
 def _escaped_forms(secret: str) -> set[str]:
@@ -382,10 +453,45 @@ _pending_key_head = _pending_at(_PENDING_KEY_HEAD, _KEY_HEAD_REACH)
 
 
 def _pending_private_key(text: str) -> int:
-    for head in _PEM_HEAD.finditer(text, max(0, len(text) - _KEY_BLOCK_REACH)):
+    """Where a key's header waiting for its END line begins, or one may be beginning; read
+    as written and through loose gaps (a folded key)."""
+    start = max(0, len(text) - _KEY_BLOCK_REACH)
+    cut = _pending_key_head(text)
+    for head in _PEM_HEAD.finditer(text, start):
         if not _PEM_END.search(text, head.end()):
-            return head.start()  # a header still waiting for its END line
-    return _pending_key_head(text)
+            cut = min(cut, head.start())
+            break
+    view = _folded_view(text, start)
+    if view is not None:
+        for head in _FOLDED_HEAD.finditer(view.text):
+            if not _FOLDED_END.search(view.text, head.end()):
+                cut = min(cut, _folded_head_start(text, view.origin(head.start())))
+                break
+    last = _TRAILING_GAP.match(text[-4 * MAX_GAP :][::-1])
+    if last and text[-4 * MAX_GAP :][::-1][last.end() : last.end() + 1] in _FOLDED_HEAD_CHARS:
+        # A header folded as it begins may end the text: its 80 characters, each after a gap
+        # of at most MAX_GAP.
+        tail_start = max(0, len(text) - _KEY_HEAD_REACH * (MAX_GAP + 1))
+        tail = text[tail_start:].rstrip("\\")  # a backslash may begin an escape
+        seen = _LOOSE_GAPS.sub("", tail)
+        if _PENDING_FOLDED_HEAD.search(seen, max(0, len(seen) - _KEY_HEAD_REACH)):
+            view = _View(tail, _LOOSE_GAPS, tail_start)
+            partial = _PENDING_FOLDED_HEAD.search(
+                view.text, max(0, len(view.text) - _KEY_HEAD_REACH)
+            )
+            if partial:
+                cut = min(cut, _folded_head_start(text, view.origin(partial.start())))
+    return cut
+
+
+_FOLDED_HEAD_CHARS = frozenset("-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+# The loose gaps that end a text, read backwards (an escape reads `n\\`).
+_TRAILING_GAP = re.compile(r"(?:[ \t\r\n+]|[nrt]?\\+)*")
+
+
+def _private_key_matches(text: str, cut: int) -> Iterable[tuple[int, int]]:
+    yield from _pattern_matches(_PRIVATE_KEY)(text, cut)
+    yield from _folded_keys(text, max(0, cut - _KEY_BLOCK_REACH))
 
 
 class StreamRedactor:
@@ -411,7 +517,7 @@ class StreamRedactor:
                 lambda text, cut: redactor.index().matches(text, cut),
             ),
             _Stage(_masking(*_RUN_SHAPES), _pending_run, _pattern_matches(*_RUN_SHAPES)),
-            _Stage(_PRIVATE_KEY.mask, _pending_private_key, _pattern_matches(_PRIVATE_KEY)),
+            _Stage(_mask_private_keys, _pending_private_key, _private_key_matches),
             _Stage(
                 _URL_PASSWORD.mask,
                 _pending_at(_PENDING_URL_PASSWORD, _URL_PASSWORD_REACH),
@@ -554,27 +660,14 @@ class SecretIndex:
         """Whether `text` may hold a secret (never False when it does)."""
         if not self._unwrapped:
             return False
-        unwrapped = text.encode("utf-8", "surrogatepass").translate(None, _UNWRAPPED)
+        unwrapped = _unwrapped(text)
         if len(unwrapped) < _SHORT_TEXT:
             return self._any_unwrapped.search(unwrapped) is not None
         return any(secret in unwrapped for secret in self._unwrapped)
 
     def mask(self, text: str) -> str:
         """`text` with every occurrence of a secret masked, overlapping ones as one."""
-        if not self.present(text):
-            return text
-        merged: list[list[int]] = []
-        for start, end in sorted(self._occurrences(text)):
-            if merged and start < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        out, at = [], 0
-        for start, end in merged:
-            out += [text[at:start], MASK]
-            at = end
-        out.append(text[at:])
-        return "".join(out)
+        return _masked(text, self._occurrences) if self.present(text) else text
 
     def pending(self, text: str) -> int:
         """The start of the longest suffix of `text` that begins a secret (gaps, and a

@@ -171,7 +171,7 @@ def outputs(live: list[Event]) -> list[str]:
 
 # How a command may print a file: a line at a time with pauses longer than any flush timer, in
 # 7-character writes without newlines, with CRLF, half on stdout and half on stderr, indented
-# in a YAML block, or as a JSON string.
+# in a YAML block, as a JSON string, or folded at a width that cuts the header in two.
 PRINTERS = {
     "lines with pauses": (
         'while IFS= read -r line; do printf "%s\\n" "$line"; sleep 0.15; done < {f}'
@@ -181,6 +181,11 @@ PRINTERS = {
     "stdout then stderr": "head -n 8 {f}; sleep 0.3; tail -n +9 {f} >&2",
     "yaml block": "echo 'tls:'; echo '  key: |'; sed 's/^/    /' {f}",
     "json": f"{TO_JSON} < {{f}}",
+    "folded": "fold -w 20 {f}",
+    "folded, indented, crlf, paused": (
+        "fold -w 13 {f} | while IFS= read -r l; do printf '  %s\\r\\n' \"$l\"; sleep 0.02; done"
+    ),
+    "folded json": f"fold -w 24 {{f}} | {TO_JSON}",
 }
 CASES = [
     ("rsa", "lines with pauses"),
@@ -194,6 +199,9 @@ CASES = [
     ("pkcs8-encrypted", "stdout then stderr"),
     ("legacy-encrypted", "pieces"),
     ("pgp", "crlf"),
+    ("rsa", "folded"),
+    ("openssh", "folded, indented, crlf, paused"),
+    ("pgp", "folded json"),
 ]
 
 
@@ -427,6 +435,7 @@ def test_a_stream_cut_anywhere_between_two_sources_joins_to_the_redacted_whole(s
         lambda: wrapped_forms(DOTENV_SECRET, rng),
         lambda: wrapped_forms(ENV_SECRET, rng),
         lambda: KEYS[rng.choice(list(KEYS))].replace("\n", rng.choice(["\n", "\r\n", "\\n"])),
+        lambda: wrapped_forms(KEYS[rng.choice(list(KEYS))].replace("\n", ""), rng),
         lambda: rng.choice(["ordinary words ", "\n", "- item\n", "+ added\n", "x = 'a\\nb'\n"]),
     ]
     for _ in range(8):

@@ -39,8 +39,11 @@ MIN_SECRET_LENGTH = 8
 # the start of a line). The lookarounds make each pattern match whole runs only, so that
 # `sub` leaves a text's view in one pass of C.
 MAX_GAP = 32
+# Backslashes an escaped line break may have: JSON within JSON within JSON writes 7, and a
+# bound keeps what a stream holds for one bounded (a text may end in a thousand of them).
+_MAX_ESCAPE = 8
 _GAPS = re.compile(rf"(?<![ \t\r\n])[ \t\r\n]{{1,{MAX_GAP}}}(?![ \t\r\n])")
-_LOOSE_UNIT = r"(?:[ \t\r\n]|\\+[nrt]|(?<=\n)[+-]|(?<=\\n)[+-])"
+_LOOSE_UNIT = rf"(?:[ \t\r\n]|\\{{1,{_MAX_ESCAPE}}}[nrt]|(?<=\n)[+-]|(?<=\\n)[+-])"
 _LOOSE_GAPS = re.compile(
     rf"(?<![ \t\r\n\\])(?<!\\[nrt]){_LOOSE_UNIT}{{1,{MAX_GAP}}}(?!{_LOOSE_UNIT})"
 )
@@ -151,6 +154,13 @@ _UNWRAPPED_HEAD = re.compile(rb"BEGIN[A-Z0-9]{0,40}PRIVATEKEY")
 _PENDING_FOLDED_HEAD = re.compile(
     r"-{1,5}(?:B(?:E(?:G(?:I(?:N(?:[A-Z0-9]{0,58}-{0,5})?)?)?)?)?)?\Z"
 )
+
+
+def _escape_may_follow(text: str) -> int:
+    """Where the backslashes that end `text` begin (an escape may follow them: judged once
+    it is whole), or len(text)."""
+    stripped = text[-_MAX_ESCAPE:].rstrip("\\")
+    return len(text) - (min(len(text), _MAX_ESCAPE) - len(stripped))
 
 
 def _folded_view(text: str, start: int) -> "_View | None":
@@ -472,7 +482,7 @@ def _pending_private_key(text: str) -> int:
         # A header folded as it begins may end the text: its 80 characters, each after a gap
         # of at most MAX_GAP.
         tail_start = max(0, len(text) - _KEY_HEAD_REACH * (MAX_GAP + 1))
-        tail = text[tail_start:].rstrip("\\")  # a backslash may begin an escape
+        tail = text[tail_start : _escape_may_follow(text)]
         seen = _LOOSE_GAPS.sub("", tail)
         if _PENDING_FOLDED_HEAD.search(seen, max(0, len(seen) - _KEY_HEAD_REACH)):
             view = _View(tail, _LOOSE_GAPS, tail_start)
@@ -677,7 +687,7 @@ class SecretIndex:
         start, found = self._reach(text, len(text)), len(text)
         for gaps in self._readings(text, start):
             # Trailing backslashes may begin an escape: judged once it is whole.
-            end = len(text.rstrip("\\")) if gaps is _LOOSE_GAPS else len(text)
+            end = _escape_may_follow(text) if gaps is _LOOSE_GAPS else len(text)
             region = text[start:end]
             needles, seen = self._needles[gaps], gaps.sub("", region)
             lowest = max(0, len(seen) - self._longest + 1)

@@ -464,6 +464,11 @@ def test_what_a_stream_holds_back_is_bounded():
     # 40 spaces are no wrap: what was held was only ever 40 characters of the secret.
     released = stream.push(" " * 40 + "more\n")
     assert released.startswith(DOTENV_SECRET[:40]) and stream.held < 8
+    for filler in [" ", "\\", "\\n", "\n+", "\r\n\t"]:  # whatever may make up a gap
+        stream.push(DOTENV_SECRET[:30])
+        for _ in range(200):
+            stream.push(filler * 50)
+            assert stream.held < 300
     released = stream.push(KEYS["rsa"].split("\n", 1)[0] + "\n")
     for _ in range(PEM_SPAN // 64 + 8):
         released += stream.push(base64.b64encode(_RNG.randbytes(48)).decode() + "\n")

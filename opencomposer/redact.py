@@ -640,6 +640,23 @@ class _View:
         return self.origin(start), self.origin(end - 1) + 1
 
 
+def _origin_from_end(text: str, gaps: re.Pattern[str], offset: int, count: int) -> int:
+    """Where the last `count` characters of `text`'s view begin (`offset`: where `text`
+    begins), from a view of as little of its end as that takes."""
+    if gaps is _GAPS:  # nearly always: a character or two, then a line break
+        stripped = text.rstrip(" \t\r\n")
+        last = stripped[-count:]
+        if len(text) - len(stripped) <= MAX_GAP and not any(c in last for c in " \t\r\n"):
+            return offset + len(stripped) - count
+    width = 4 * count + 2 * MAX_GAP
+    while True:
+        start = max(0, len(text) - width)
+        view = _View(text[start:], gaps, offset + start)
+        if len(view.text) > count or start == 0:  # a gap cut at the start cannot matter
+            return view.origin(len(view.text) - count)
+        width *= 4
+
+
 class SecretIndex:
     """Known secrets arranged to answer fast, whatever their number: may a text hold one,
     where (wrapped or not), does a text end with the beginning of one, and does one lie
@@ -698,17 +715,15 @@ class SecretIndex:
                 tail = seen[index:]
                 at = bisect.bisect_left(needles, tail)
                 if at < len(needles) and needles[at].startswith(tail):
-                    found = min(found, _View(region, gaps, start).origin(index))
+                    found = min(found, _origin_from_end(region, gaps, start, len(tail)))
                     break
         return found
 
     def matches(self, text: str, cut: int) -> Iterator[tuple[int, int]]:
         """Occurrences that start before `cut` and may reach past it."""
-        if not self._longest:
-            return
-        yield from (
-            span for span in self._occurrences(text, self._reach(text, cut)) if span[0] < cut
-        )
+        start = self._reach(text, cut) if self._longest else len(text)
+        if self.present(text[start:]):
+            yield from (span for span in self._occurrences(text, start) if span[0] < cut)
 
     def _occurrences(self, text: str, start: int = 0) -> Iterator[tuple[int, int]]:
         for gaps in self._readings(text, start):

@@ -25,24 +25,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.sandbox_fixtures import sandbox_over
 
-from opencomposer.agent.tools.sandbox import BubblewrapSandbox, default_masked_paths
+from opencomposer.agent.tools.sandbox import BubblewrapSandbox
 from opencomposer.agent.tools.terminal import seccomp
 from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.view import PRIVATE_ENTRIES
-from opencomposer.config import SandboxSettings
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="planting system files needs root")
-
-
-def sandbox_for(bwrap: Path, workspace: Path, data: Path, **settings: object) -> BubblewrapSandbox:
-    return BubblewrapSandbox(
-        workspace,
-        bwrap,
-        default_masked_paths(Path.home(), data),
-        SandboxSettings(**settings),
-        quarantine=data / "quarantine",
-    )
 
 
 def run(
@@ -79,19 +69,24 @@ def planted() -> Iterator[list[Path]]:
             path.unlink(missing_ok=True)
 
 
-def serve_unix(path: Path) -> socket.socket:
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen()
+def answer_forever(server: socket.socket, greeting: bytes) -> None:
+    """Greet every connection to `server` and close it, until the server is closed."""
 
     def answer() -> None:
         with contextlib.suppress(OSError):
             while True:
                 connection, _ = server.accept()
-                connection.sendall(b"root shell> ")
+                connection.sendall(greeting)
                 connection.close()
 
     threading.Thread(target=answer, daemon=True).start()
+
+
+def serve_unix(path: Path) -> socket.socket:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    answer_forever(server, b"root shell> ")
     return server
 
 
@@ -137,7 +132,7 @@ def test_service_sockets_are_out_of_reach(
             [sys.executable, "-c", CONNECT, *paths], capture_output=True, text=True
         ).stdout
         assert host.count("OPEN") == 5, host
-        sandbox = sandbox_for(bwrap, workspace, outside / "data")
+        sandbox = sandbox_over(bwrap, workspace, outside / "data")
         code, out, err = run(sandbox, f"python3 -c {shlex.quote(CONNECT)} " + " ".join(paths))
         assert code == 0, err
         assert "OPEN" not in out and out.count("closed") == 5, out
@@ -173,7 +168,7 @@ def test_the_session_keyring_is_closed(bwrap: Path, workspace: Path, outside: Pa
     )
     host = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
     assert "hunter2-keyring" in host
-    sandbox = sandbox_for(bwrap, workspace, outside / "data")
+    sandbox = sandbox_over(bwrap, workspace, outside / "data")
     code, out, err = run(sandbox, f"python3 -c {shlex.quote(probe)}")
     assert code == 0, err
     assert out == "read None 1\nsession -1 1\nadd -1 1\n"
@@ -240,7 +235,7 @@ def test_the_environment_passes_by_exact_name(bwrap: Path, workspace: Path, outs
     env, masked = scrub_environment(server)
     assert {k for k in env if k.startswith("LC")} == {"LC_ALL", "LC_TIME"}
     assert server["LC_API_TOKEN"] in masked and server["LCOVERAGE_SECRET"] in masked
-    sandbox = sandbox_for(bwrap, workspace, outside / "data")
+    sandbox = sandbox_over(bwrap, workspace, outside / "data")
     code, out, _ = run(sandbox, "env | grep '^LC' | sort", env=server)
     assert (code, out) == (0, "LC_ALL=C.UTF-8\nLC_TIME=C\n")
 
@@ -268,7 +263,7 @@ def test_what_the_system_keeps_private_is_masked_by_rule(
     (state / "db.conf").write_text("password=hunter2\n")
     (state / "db.conf").chmod(0o640)
     (state / "readme").write_text("public state\n")
-    sandbox = sandbox_for(bwrap, workspace, outside / "data")
+    sandbox = sandbox_over(bwrap, workspace, outside / "data")
     _, out, _ = run(
         sandbox,
         f"cat {public} {private_file} {state}/db.conf {state}/readme; "
@@ -283,7 +278,7 @@ def test_the_system_view_is_an_allow_list(bwrap: Path, workspace: Path, outside:
     workspace shows nothing else, nor do /srv, /opt, /var or /mnt; Python and git still work."""
     (outside / "answers.txt").write_text("42\n")
     (workspace / "main.py").write_text("print('ran')\n")
-    sandbox = sandbox_for(bwrap, workspace, outside / "data", view="system")
+    sandbox = sandbox_over(bwrap, workspace, outside / "data", view="system")
     code, out, err = run(
         sandbox,
         f"ls -A {outside}; cat {outside}/answers.txt; ls -A /var; ls /srv /opt /mnt /media; "
@@ -300,15 +295,7 @@ def test_the_system_view_is_an_allow_list(bwrap: Path, workspace: Path, outside:
 def loopback_service() -> Iterator[int]:
     """A TCP service on this machine's loopback (a database, a dev server, Ray's ports)."""
     server = socket.create_server(("127.0.0.1", 0))
-
-    def answer() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                connection, _ = server.accept()
-                connection.sendall(b"hello")
-                connection.close()
-
-    threading.Thread(target=answer, daemon=True).start()
+    answer_forever(server, b"hello")
     yield server.getsockname()[1]
     server.close()
 
@@ -327,12 +314,12 @@ def test_an_isolated_network_does_not_reach_loopback_services(
         "    s = socket.socket(); s.settimeout(3)\n"
         f"    print(host, s.connect_ex((host, {loopback_service})) == 0)\n"
     )
-    isolated = sandbox_for(bwrap, workspace, outside / "data", network="isolated")
+    isolated = sandbox_over(bwrap, workspace, outside / "data", network="isolated")
     code, out, err = run(isolated, f"python3 -c {shlex.quote(probe)}; ip -o -4 addr", network=True)
     assert code == 0 or "ip" in err
     assert out.startswith("127.0.0.1 False\n10.0.2.2 False\n"), out
     assert "10.0.2.100" in out or "ip: not found" in err or "command not found" in err
-    shared = sandbox_for(bwrap, workspace, outside / "data", network="host")
+    shared = sandbox_over(bwrap, workspace, outside / "data", network="host")
     code, out, _ = run(shared, f"python3 -c {shlex.quote(probe)}", network=True)
     assert out.startswith("127.0.0.1 True\n")
 
@@ -346,6 +333,6 @@ def test_an_isolated_network_reaches_the_internet(bwrap: Path, workspace: Path, 
     except OSError:
         pytest.skip("this machine reaches no internet host")
     probe = "import socket; socket.create_connection(('pypi.org', 443), timeout=10).close()"
-    isolated = sandbox_for(bwrap, workspace, outside / "data", network="isolated")
+    isolated = sandbox_over(bwrap, workspace, outside / "data", network="isolated")
     code, out, err = run(isolated, f"python3 -c {shlex.quote(probe)} && echo reached", network=True)
     assert (code, out) == (0, "reached\n"), err

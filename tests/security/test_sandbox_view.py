@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.sandbox_fixtures import sandbox_over
 
 from opencomposer.agent.tools.sandbox import (
     BubblewrapSandbox,
@@ -19,7 +20,6 @@ from opencomposer.agent.tools.sandbox import (
 )
 from opencomposer.agent.tools.terminal.environment import scrub_environment
 from opencomposer.agent.tools.terminal.view import view
-from opencomposer.config import SandboxSettings
 
 
 @pytest.fixture
@@ -38,16 +38,6 @@ def home(outside: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(folder / ".local/share"))
     return folder
-
-
-def sandbox_over(bwrap: Path, workspace: Path, data: Path, **settings: object) -> BubblewrapSandbox:
-    return BubblewrapSandbox(
-        workspace,
-        bwrap,
-        default_masked_paths(Path.home(), data),
-        SandboxSettings(**settings),
-        quarantine=data / "quarantine",
-    )
 
 
 async def run(sandbox: BubblewrapSandbox, command: str) -> tuple[int, str, str]:

@@ -14,14 +14,20 @@ import logging
 import os
 import secrets as random_secrets
 import stat
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from support.live_server import live_server
-from support.pieces import PiecesEngine, Streamed, dumped, run_turn, stored_text
+from support.pieces import (
+    PiecesEngine,
+    Streamed,
+    dumped,
+    run_turn,
+    settings,
+    stored_text,
+)
 
 from opencomposer.agent.api import AgentAPI
 from opencomposer.agent.protocol.events import Event, ItemDeltaEvent
@@ -56,15 +62,6 @@ def assert_absent(secrets: Iterable[str], *texts: str) -> None:
                 assert form not in text, f"{form!r} leaked"
 
 
-def settings(tmp_path: Path, **tools: Any) -> Settings:
-    return Settings(
-        home=tmp_path / "home",
-        models_dir=tmp_path / "models",
-        agent={"max_wall_time": 120},
-        tools=tools,
-    )
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
@@ -73,14 +70,6 @@ def workspace(tmp_path: Path) -> Path:
     (root / "services/api/.env.local").write_text(NESTED_DOTENV)
     (root / "config.txt").write_text(f"token = {ROOT_SECRET}\ncert = {CERT_LINES[1]}\n")
     return root.resolve()
-
-
-@pytest.fixture
-async def runtimes() -> AsyncIterator[list[AgentRuntime]]:
-    made: list[AgentRuntime] = []
-    yield made
-    for runtime in made:
-        await runtime.close()
 
 
 def streamed_text(events: Iterable[Event]) -> str:

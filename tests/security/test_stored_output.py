@@ -10,14 +10,14 @@ server for the SSE variant.
 
 import json
 import resource
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from support import pieces
 from support.live_server import live_server
-from support.pieces import PiecesEngine, Streamed, run_turn
+from support.pieces import PiecesEngine, Streamed, run_turn, stream_turn
 
 from opencomposer.agent.protocol.events import Event, ItemDeltaEvent
 from opencomposer.agent.runtime import AgentRuntime
@@ -41,12 +41,7 @@ FLOODS = {
 
 
 def settings(tmp_path: Path, **tools: Any) -> Settings:
-    return Settings(
-        home=tmp_path / "home",
-        models_dir=tmp_path / "models",
-        agent={"max_wall_time": 300},
-        tools={"output_cap": CAP, **tools},
-    )
+    return pieces.settings(tmp_path, wall_time=300, output_cap=CAP, **tools)
 
 
 def store_bytes(tmp_path: Path) -> int:
@@ -65,14 +60,6 @@ def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return root.resolve()
-
-
-@pytest.fixture
-async def runtimes() -> AsyncIterator[list[AgentRuntime]]:
-    made: list[AgentRuntime] = []
-    yield made
-    for runtime in made:
-        await runtime.close()
 
 
 @pytest.mark.slow
@@ -184,13 +171,6 @@ async def test_the_sse_stream_of_a_flood_is_capped(tmp_path, workspace):
     )
     with live_server(engine, tmp_path / "home") as url:
         async with httpx.AsyncClient(base_url=url, timeout=120) as http:
-            started = await http.post("/v1/threads", json={"workspace": str(workspace)})
-            thread_id = started.json()["thread"]["id"]
-            async with http.stream(
-                "POST",
-                f"/v1/threads/{thread_id}/turns",
-                json={"input": [{"type": "text", "text": "go"}]},
-            ) as response:
-                sse = (await response.aread()).decode()
+            _, sse = await stream_turn(http, workspace, "go")
     assert len(sse) < 512 * 1024
     assert "bytes omitted" in sse and "last-line" in sse and '"done"' in sse

@@ -17,7 +17,7 @@ import json
 import random
 import re
 import shlex
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,19 @@ import httpx
 import pytest
 from support.interpreters import SANDBOX_PYTHON
 from support.live_server import live_server
-from support.pieces import PiecesEngine, Streamed, dumped, run_turn, stored_text
+from support.pieces import (
+    PiecesEngine,
+    Streamed,
+    dumped,
+    run_turn,
+    settings,
+    stored_text,
+    stream_turn,
+)
 
 from opencomposer.agent.protocol.events import Event
 from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.traces.export import iter_threads
-from opencomposer.config import Settings
 from opencomposer.redact import MASK, PEM_SPAN, Redactor, SourcedStreamRedactor, StreamRedactor
 
 _RNG = random.Random(31)
@@ -101,15 +108,6 @@ def assert_no_clear(material: Iterable[str], **sinks: str) -> None:
                 assert plain[at : at + 16] not in flat, f"{plain[at : at + 16]!r} leaked to {name}"
 
 
-def settings(tmp_path: Path, **tools: Any) -> Settings:
-    return Settings(
-        home=tmp_path / "home",
-        models_dir=tmp_path / "models",
-        agent={"max_wall_time": 120},
-        tools=tools,
-    )
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
@@ -121,14 +119,6 @@ def workspace(tmp_path: Path) -> Path:
     for name, key in KEYS.items():
         (root / f"{name}.pem").write_text(key)
     return root.resolve()
-
-
-@pytest.fixture
-async def runtimes() -> AsyncIterator[list[AgentRuntime]]:
-    made: list[AgentRuntime] = []
-    yield made
-    for runtime in made:
-        await runtime.close()
 
 
 async def run_calls(
@@ -380,14 +370,7 @@ async def test_the_sse_stream_sends_no_key_printed_with_pauses(tmp_path, workspa
     engine = PiecesEngine([Streamed([], [("run_terminal", {"command": command})])])
     with live_server(engine, tmp_path / "home") as url:
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-            started = await http.post("/v1/threads", json={"workspace": str(workspace)})
-            thread_id = started.json()["thread"]["id"]
-            async with http.stream(
-                "POST",
-                f"/v1/threads/{thread_id}/turns",
-                json={"input": [{"type": "text", "text": "print the key"}]},
-            ) as response:
-                sse = (await response.aread()).decode()
+            thread_id, sse = await stream_turn(http, workspace, "print the key")
             events = (await http.get(f"/v1/threads/{thread_id}/events")).text
             export = (await http.get("/v1/traces/export")).text
     assert "item.delta" in sse and MASK in sse

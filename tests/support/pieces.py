@@ -1,6 +1,7 @@
 """What secret-leak tests share: an engine double that streams the model's reply in exactly
-the pieces a test chooses, one turn as subscribers receive it, and everything a trace store
-keeps on disk."""
+the pieces a test chooses, the runtime's settings and a fixture that closes runtimes, one turn
+as subscribers (in process, or over SSE from a live server) receive it, and everything a trace
+store keeps on disk."""
 
 import asyncio
 import json
@@ -10,9 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
 from opencomposer.agent.protocol.events import Event, TurnCompletedEvent
 from opencomposer.agent.protocol.items import TextInput
+from opencomposer.agent.runtime import AgentRuntime
 from opencomposer.agent.session import ThreadSession
+from opencomposer.config import Settings
 from opencomposer.serving.engines.base import (
     EngineEvent,
     Finished,
@@ -104,3 +110,35 @@ async def run_turn(session: ThreadSession, request: str) -> list[Event]:
 
 def dumped(events: Iterable[Event]) -> str:
     return "\n".join(event.model_dump_json() for event in events)
+
+
+def settings(tmp_path: Path, wall_time: float = 120, **tools: Any) -> Settings:
+    """A runtime's settings with its data under `tmp_path`; `tools` are [tools] keys."""
+    return Settings(
+        home=tmp_path / "home",
+        models_dir=tmp_path / "models",
+        agent={"max_wall_time": wall_time},
+        tools=tools,
+    )
+
+
+@pytest.fixture
+async def runtimes() -> AsyncIterator[list[AgentRuntime]]:
+    """Runtimes a test makes, closed when it ends."""
+    made: list[AgentRuntime] = []
+    yield made
+    for runtime in made:
+        await runtime.close()
+
+
+async def stream_turn(http: httpx.AsyncClient, workspace: Path, text: str) -> tuple[str, str]:
+    """A thread started on `workspace` and one turn's SSE stream, as a client reads it whole;
+    returns the thread id and the stream's text."""
+    started = await http.post("/v1/threads", json={"workspace": str(workspace)})
+    thread_id = started.json()["thread"]["id"]
+    async with http.stream(
+        "POST",
+        f"/v1/threads/{thread_id}/turns",
+        json={"input": [{"type": "text", "text": text}]},
+    ) as response:
+        return thread_id, (await response.aread()).decode()

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from opencomposer.agent.tools.sandbox import probe_bubblewrap
+from opencomposer.agent.tools.sandbox import (
+    BubblewrapSandbox,
+    default_masked_paths,
+    probe_bubblewrap,
+)
+from opencomposer.config import SandboxSettings
 from opencomposer.paths import find_program
 
 
@@ -32,6 +37,18 @@ def outside() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="opencomposer-test-", dir="/var/tmp")).resolve()
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def sandbox_over(bwrap: Path, workspace: Path, data: Path, **settings: object) -> BubblewrapSandbox:
+    """The harness's sandbox for `workspace`, with opencomposer's data folder at `data` and the
+    user's credential stores masked, under `settings`."""
+    return BubblewrapSandbox(
+        workspace,
+        bwrap,
+        default_masked_paths(Path.home(), data),
+        SandboxSettings(**settings),  # type: ignore[arg-type]
+        quarantine=data / "quarantine",
+    )
 
 
 def processes_with(marker: str) -> list[int]:

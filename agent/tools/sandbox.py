@@ -286,7 +286,7 @@ class BubblewrapSandbox:
             try:
                 await isolated_network.connect(process, pipes)
             except BaseException:
-                _kill_group(process)
+                kill_group(process)
                 raise
         return process
 
@@ -307,7 +307,9 @@ class BubblewrapSandbox:
             raise
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
+def kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL a started sandbox's whole group: bwrap and the init of its pid namespace,
+    whose death takes every process inside along."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
 

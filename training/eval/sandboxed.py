@@ -11,9 +11,7 @@ loopback services, a Ray cluster's control ports among them).
 """
 
 import asyncio
-import contextlib
 import os
-import signal
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -24,6 +22,7 @@ from opencomposer.agent.tools.sandbox import (
     BubblewrapSandbox,
     Mount,
     default_masked_paths,
+    kill_group,
     probe_bubblewrap,
 )
 from opencomposer.agent.tools.terminal.environment import scrub_environment
@@ -121,7 +120,7 @@ async def run_script(
         except TimeoutError:
             exit_code = None
         finally:
-            _kill(process)
+            kill_group(process)
             await process.wait()
     finally:
         await limits.release()
@@ -153,13 +152,6 @@ class _Capture:
 
     def text(self) -> str:
         return bytes(self.output + self.errors).decode("utf-8", errors="replace")
-
-
-def _kill(process: asyncio.subprocess.Process) -> None:
-    """The whole group: bwrap and the init of the sandbox's pid namespace, whose death takes
-    every process inside along."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,8 @@ def _host_root(by_entry: bool) -> list[str]:
     args: list[str] = []
     for entry in sorted(os.scandir("/"), key=lambda e: e.name):
         path = f"/{entry.name}"
-        if path in ("/dev", "/proc", "/tmp"):
-            continue
+        if path in ("/dev", "/proc", "/tmp", "/run"):
+            continue  # each its own mount below
         if entry.is_symlink():
             args += ["--symlink", os.readlink(path), path]
         else:

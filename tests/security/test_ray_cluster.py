@@ -4,6 +4,8 @@ token is refused, the token is nowhere on disk or in a command line, the workers
 carry no secret, and a sandboxed command allowed the network reaches none of its ports."""
 
 import asyncio
+import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -14,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from opencomposer.agent.tools.sandbox import Mount
-from opencomposer.config import Settings
-from opencomposer.training.eval.ray_cluster import connected
-from opencomposer.training.eval.ray_trials import public_settings, with_node_secrets
 from opencomposer.training.eval.sandboxed import run_script
 
-ray = pytest.importorskip("ray")
+if importlib.util.find_spec("ray") is None:
+    pytest.skip("Ray is not installed (pip install 'opencomposer[train]')", allow_module_level=True)
 
 API_KEY = "sk-proj-rayclustertest0123456789abcdef"
 
@@ -73,33 +73,57 @@ def _loopback(address: str) -> bool:
     return address.startswith("127.") or address in ("::1", "::ffff:127.0.0.1")
 
 
+# The driver: the bench's own cluster code in a process of its own (importing Ray changes the
+# logging of the process that does, so not this test worker), reporting what the tests look
+# at as one JSON line, then keeping the cluster up until its stdin closes.
+DRIVER = f"""
+import json, os, sys
+from pathlib import Path
+from opencomposer.config import Settings
+from opencomposer.training.eval.ray_cluster import connected
+from opencomposer.training.eval.ray_trials import public_settings, with_node_secrets
+
+settings = Settings(engine={{"api_key": {API_KEY!r}}})
+with connected("local", 1, {{"OPENCOMPOSER_ENGINE__API_KEY": {API_KEY!r}}}) as ray:
+
+    @ray.remote
+    def worker_view(settings_json):
+        key = with_node_secrets(Settings.model_validate_json(settings_json)).engine.api_key
+        return {{
+            "key": key.get_secret_value() if key else None,
+            "token_file": (Path.home() / ".ray" / "auth_token").exists(),
+        }}
+
+    report = {{
+        "worker": ray.get(worker_view.remote(public_settings(settings))),
+        "gcs": ray.get_runtime_context().gcs_address,
+        "token": os.environ["RAY_AUTH_TOKEN"],
+        "settings_json": public_settings(settings),
+    }}
+    print(json.dumps(report), flush=True)
+    sys.stdin.read()
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[dict]:
     """One local cluster for the module (Ray takes seconds to start), with the engine's key
-    in this process's settings only."""
-    settings = Settings(engine={"api_key": API_KEY})
-    node = {"OPENCOMPOSER_ENGINE__API_KEY": API_KEY}
-    with connected("local", 1, node) as ray_module:
-
-        @ray_module.remote
-        def worker_view(settings_json: str) -> dict:
-            node_settings = with_node_secrets(Settings.model_validate_json(settings_json))
-            key = node_settings.engine.api_key
-            return {
-                "key": key.get_secret_value() if key else None,
-                "pid": os.getpid(),
-                "token_file": (Path.home() / ".ray" / "auth_token").exists(),
-            }
-
-        seen = ray_module.get(worker_view.remote(public_settings(settings)))
-        gcs = ray_module.get_runtime_context().gcs_address
-        yield {
-            "worker": seen,
-            "gcs": gcs,
-            "pids": _descendants(os.getpid()),
-            "token": os.environ["RAY_AUTH_TOKEN"],
-            "settings_json": public_settings(settings),
-        }
+    in the driver's settings only."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert driver.stdout is not None and driver.stdin is not None
+    try:
+        line = driver.stdout.readline()
+        assert line, "the driver ended before the cluster was up"
+        report = json.loads(line)
+        yield {**report, "pids": _descendants(driver.pid) | {driver.pid}}
+    finally:
+        driver.stdin.close()
+        driver.wait(timeout=120)
 
 
 def test_every_ray_process_listens_on_loopback_only(cluster: dict):

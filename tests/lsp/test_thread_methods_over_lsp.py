@@ -123,6 +123,8 @@ async def test_subscribing_again_asks_a_waiting_approval_once(launch, workspace)
     )
     await editor.request("turn/interrupt", {"thread_id": thread_id, "turn_id": turn_id})
     await editor.turn_completed(turn_id)
+    # The withdrawal is a `$/cancelRequest` of its own, not ordered with the turn's events.
+    await until(lambda: editor.withdrawn, "the approval request to be cancelled")
 
     assert len(editor.approvals) == 1  # not asked again by the replay
     assert len(editor.withdrawn) == 1

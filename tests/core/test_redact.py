@@ -161,6 +161,23 @@ def test_a_stream_holds_back_only_what_may_still_become_a_secret():
     ]
 
 
+def test_a_line_ending_in_a_secrets_first_characters_goes_out_and_its_rest_is_masked():
+    """Held, such a line would wait for the command's next output (one line in 30 with two
+    secrets known); released, it costs at most RELEASED_PREFIX characters of a secret wrapped
+    exactly there, and what follows is masked as far as the rest of the secret goes."""
+    stream = StreamRedactor(Redactor(["hunter2-very-secret"]))
+    assert stream.push("we hu\n") == "we hu\n"
+    assert stream.push("  nter2-ve") == ""  # may still become the rest: held
+    assert stream.push("ry-secret and more\n") == f"{MASK} and more\n"
+    assert stream.push("h\n") == "h\n"
+    assert stream.push("nothing of it\n") == "nothing of it\n"
+    assert stream.push("the hun\r\n") == "the "  # three characters: held for the rest
+    assert stream.push("ter2-very-secret\n") == f"{MASK}\n"
+    assert stream.push("hu \\n") == ""  # no line's end, only its escape: held
+    assert stream.push("nter2-very-secret") == MASK
+    assert stream.flush() == ""
+
+
 def test_what_a_stream_holds_is_bounded():
     stream = StreamRedactor(Redactor(["hunter2-very-secret"]))
     out = "".join(stream.push("a" * 1000) for _ in range(100))  # one endless word

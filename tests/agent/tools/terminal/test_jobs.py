@@ -27,6 +27,7 @@ from opencomposer.agent.tools.secret_files import dotenv_secret_values
 from opencomposer.agent.tools.terminal.jobs import NO_OUTPUT, CommandResult
 from opencomposer.agent.tools.terminal.limits import PREFIX, find_cgroups
 from opencomposer.config import SandboxSettings
+from opencomposer.redact import MASK
 
 SPAWN_200 = "for i in $(seq 200); do sleep {marker} & done; echo spawned; wait"
 
@@ -150,6 +151,23 @@ async def test_soft_timeout_keeps_the_job(
         await jobs.output("job-1")
     with pytest.raises(NotFound, match="no job 'job-9'"):
         await jobs.kill("job-9")
+
+
+async def test_a_line_ending_in_a_secrets_beginning_is_read_at_once(
+    make_jobs, workspace: Path
+) -> None:
+    """A running command's last line shows at once though it ends in the first characters
+    of known secrets (`started` in `d...` and `ed...`); the rest of one, printed after the
+    line break, is masked."""
+    secret = "dQw4w9WgXcQ7z8Kp2mN5"
+    jobs = make_jobs(secrets=(secret, "ed" + secret[::-1]))
+    script = f"echo started; while [ ! -e go ]; do sleep 0.02; done; echo {secret[1:]}; echo end"
+    async with asyncio.timeout(10):
+        first = await jobs.run(script, cwd=workspace, timeout=0.5)
+        assert (first.output, first.running) == ("started\n", True)
+        (workspace / "go").touch()
+        last = await jobs.output("job-1", wait=5)
+    assert (last.output, last.exit_code) == (f"{MASK}\nend\n", 0)
 
 
 async def test_output_since_last_read(make_jobs, workspace: Path) -> None:

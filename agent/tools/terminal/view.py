@@ -272,7 +272,12 @@ def _real(path: Path) -> Path:
 
 
 def _in_any(path: Path, folders: Iterable[Path]) -> bool:
-    return any(path.is_relative_to(folder) for folder in folders)
+    """`path.is_relative_to(folder)` for any folder, on strings: asked a few thousand times
+    per command, pathlib's parsing of each pair was a third of the view's cost."""
+    text = str(path)
+    return any(
+        text == (f := str(folder)) or text.startswith(f.rstrip("/") + "/") for folder in folders
+    )
 
 
 class PrivateEntries:

@@ -84,15 +84,20 @@ async def sandbox_rows(root: Path, runs: int) -> list[Row]:
     program = keyring_filter()
     rows = []
 
+    # Both sides start from arguments made once: what making them costs is the view's row.
+    seccomp_fd = "{seccomp fd}"
+    extra = ["--seccomp", seccomp_fd] if program else []
+    after = sandbox().arguments("true", cwd=workspace, network=False, extra=extra)
+
     async def guarded() -> None:
-        fd = filter_fd(program) if program else -1
-        extra = ["--seccomp", str(fd)] if program else []
+        if not program:
+            await _start(after)
+            return
+        fd = filter_fd(program)
         try:
-            argv = sandbox().arguments("true", cwd=workspace, network=False, extra=extra)
-            await _start(argv, (fd,) if program else ())
+            await _start([str(fd) if arg == seccomp_fd else arg for arg in after], (fd,))
         finally:
-            if program:
-                os.close(fd)
+            os.close(fd)
 
     private = {str(path) for path in views.PRIVATE_ENTRIES.find()}
     before = _without(sandbox().arguments("true", cwd=workspace, network=False), private)

@@ -182,6 +182,10 @@ class GenerationRequest(_Wire):
     the engine's default (auto), and is not sent upstream (some servers read a missing
     choice as `none`, others an explicit one as a request to constrain)."""
 
+    parallel_tool_calls: bool | None = None
+    """False: at most one tool call (the embedded engine ends the reply after it); None: the
+    engine's default, which allows several."""
+
     response_format: ResponseFormat | None = None
     """JSON the reply must be; None: free text."""
 

@@ -293,6 +293,8 @@ class OpenAIEngine:
                 if choice in ("auto", "none", "required")
                 else {"type": "function", "function": {"name": choice}}
             )
+        if request.tools and request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
         if request.response_format is not None:
             body["response_format"] = request.response_format.to_openai()
         for name in ("temperature", "top_p", "max_tokens", "seed"):

@@ -37,6 +37,7 @@ from opencomposer.serving.http.model_api import (
     OpenAIError,
     State,
     StreamOptions,
+    check_max_tokens,
     default_temperature,
     openai_error_response,
     resolve_model,
@@ -124,6 +125,7 @@ async def completions(body: CompletionRequest, state: State) -> Response:
             code="model_not_supported",
         )
     model = await resolve_model(state, body.model)
+    await check_max_tokens(state, model, body.max_tokens, "max_tokens")
     if body.suffix is not None:
         await _check_fills_middle(state, model)
     try:

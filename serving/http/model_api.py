@@ -10,6 +10,7 @@ The model id `opencomposer-agent` names the agent, not a raw model: with an
 `X-Opencomposer-Thread` header the completion is one agent turn in that thread (`agent_chat`).
 """
 
+import dataclasses
 import json
 import time
 import uuid
@@ -288,7 +289,8 @@ class ChatCompletionRequest(OpenAIRequest):
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
             raise PydanticCustomError(
                 "unknown_tool",
-                "tool_choice names the function {name!r}, which is not among the tools ({tools})",
+                # Pydantic fills {name} with str.format's plain field: no !r conversion.
+                "tool_choice names the function '{name}', which is not among the tools ({tools})",
                 {"name": choice.function.name, "tools": ", ".join(names) or "none given"},
             )
         if (choice == "required" or isinstance(choice, NamedToolChoice)) and not names:
@@ -320,6 +322,7 @@ class ChatCompletionRequest(OpenAIRequest):
                 for t in self.tools or []
             ],
             tool_choice=choice.function.name if isinstance(choice, NamedToolChoice) else choice,
+            parallel_tool_calls=self.parallel_tool_calls,
             response_format=response_format(self.response_format),
             sampling=SamplingParams(
                 temperature=default_temperature if self.temperature is None else self.temperature,
@@ -378,6 +381,8 @@ async def chat_completions(body: ChatCompletionRequest, state: State, request: R
     else:
         engine = state.engine
         model = await resolve_model(state, body.model)
+        param = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
+        await check_max_tokens(state, model, body.max_completion_tokens or body.max_tokens, param)
     try:
         generation = body.to_generation(default_temperature(state))
     except ValidationError as exc:
@@ -386,7 +391,11 @@ async def chat_completions(body: ChatCompletionRequest, state: State, request: R
     return await respond(
         engine,
         generation,
-        ChatReply(model=model, top_logprobs=(body.top_logprobs or 0) if body.logprobs else None),
+        ChatReply(
+            model=model,
+            top_logprobs=(body.top_logprobs or 0) if body.logprobs else None,
+            one_call=body.parallel_tool_calls is False,
+        ),
         stream=body.stream,
         include_usage=include_usage,
     )
@@ -469,6 +478,28 @@ async def resolve_model(state: ServerState, requested: str | None) -> str:
     return requested
 
 
+async def check_max_tokens(
+    state: ServerState, model: str, requested: int | None, param: str
+) -> None:
+    """A completion longer than the model's whole window is a 400, as at OpenAI: accepted, it
+    could never be honoured, and the client learns so only from a cut answer."""
+    if requested is None:
+        return
+    try:
+        windows = {info.id: info.context_window for info in await state.models()}
+    except EngineError as exc:
+        raise engine_error(exc) from None
+    window = windows.get(model)
+    if window is not None and requested > window:
+        raise OpenAIError(
+            400,
+            f"{param} is too large: {requested:,}. The model {model!r} has a window of "
+            f"{window:,} tokens, the prompt included",
+            param=param,
+            code="invalid_value",
+        )
+
+
 async def _complete(
     engine: Engine, generation: GenerationRequest, reply: "Reply"
 ) -> dict[str, Any]:
@@ -547,22 +578,28 @@ class Envelope:
 
 
 class ChatReply(Envelope):
-    def __init__(self, *, model: str, top_logprobs: int | None) -> None:
-        """`top_logprobs`: alternatives per token; None when logprobs were not asked for."""
+    def __init__(self, *, model: str, top_logprobs: int | None, one_call: bool = False) -> None:
+        """`top_logprobs`: alternatives per token; None when logprobs were not asked for.
+        `one_call`: `parallel_tool_calls` is false, so at most the first call reaches the
+        client, whichever backend printed more (an upstream may not honour the flag)."""
         super().__init__(prefix="chatcmpl", model=model)
         self.top_logprobs = top_logprobs
+        self._one_call = one_call
         self._streamed_logprobs = StreamedLogprobs()
+        self._space = ""
+        """Whitespace-only text held back: sent with the text that follows it, dropped where
+        a tool call does (the line breaks a model prints between its calls are no content)."""
+
+        self._called = False
 
     def opening(self) -> list[dict[str, Any]]:
         return [self.chunk({"role": "assistant", "content": ""})]
 
     def completion(self, result: GenerationResult) -> dict[str, Any]:
         # `refusal` is always there in OpenAI's message (null: no refusal, as here).
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": result.text or None,
-            "refusal": None,
-        }
+        result = self._allowed(result)
+        text = result.text if result.text.strip() or not result.tool_calls else ""
+        message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
         if result.reasoning:  # the field vLLM, SGLang and DeepSeek use for thinking
             message["reasoning_content"] = result.reasoning
         if result.tool_calls:
@@ -592,10 +629,19 @@ class ChatReply(Envelope):
                 self._streamed_logprobs.add(tokens)
                 return []
             case TextDelta(text):
-                delta: dict[str, Any] = {"content": text}
+                if not text.strip():
+                    self._space += text  # its tokens' logprobs go with the next chunk
+                    return []
+                delta: dict[str, Any] = {"content": self._space + text}
+                self._space = ""
             case ReasoningDelta(text):
                 delta = {"reasoning_content": text}
+            case ToolCallStarted(index, _, _) | ToolCallArgumentsDelta(index, _) if (
+                self._one_call and index > 0
+            ):
+                return []  # its tokens' logprobs go with the finishing chunk
             case ToolCallStarted(index, call_id, name):
+                self._space, self._called = "", True
                 call = {
                     "index": index,
                     "id": call_id,
@@ -606,8 +652,12 @@ class ChatReply(Envelope):
             case ToolCallArgumentsDelta(index, text):
                 delta = {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
             case Finished(result):
+                result = self._allowed(result)
+                chunks = []
+                if self._space and not self._called:  # an answer of whitespace alone
+                    chunks.append(self.chunk({"content": self._space}))
                 logprobs = self._logprobs(self._streamed_logprobs.at_finish(result.tokens))
-                chunks = [self.chunk({}, result.finish_reason, logprobs)]
+                chunks.append(self.chunk({}, result.finish_reason, logprobs))
                 if include_usage:
                     chunks.append(
                         self._envelope("chat.completion.chunk", []) | {"usage": usage_json(result)}
@@ -619,6 +669,11 @@ class ChatReply(Envelope):
 
     def _logprobs(self, tokens: list[SampledToken] | None) -> dict[str, Any] | None:
         return None if self.top_logprobs is None else chat_logprobs(tokens, self.top_logprobs)
+
+    def _allowed(self, result: GenerationResult) -> GenerationResult:
+        if self._one_call and len(result.tool_calls) > 1:
+            return dataclasses.replace(result, tool_calls=result.tool_calls[:1])
+        return result
 
 
 def usage_field(result: GenerationResult) -> dict[str, Any]:

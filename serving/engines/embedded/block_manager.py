@@ -65,6 +65,8 @@ class BlockManager:
             self._take(block)
         seq.block_table = reusable + [self._take_free() for _ in range(needed)]
         seq.num_cached = len(reusable) * size
+        if seq.prompt_cache_hits is None:
+            seq.prompt_cache_hits = min(seq.num_cached, seq.prompt_len)
         self._registered[seq.id] = (len(reusable), matched)
 
     def ensure(self, seq: Sequence, tokens: int) -> None:

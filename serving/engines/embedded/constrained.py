@@ -171,11 +171,16 @@ class Grammars:
             head = _literal(f"functions.{tool.name}:")
             body = f"{head} /[0-9]+/ {self._marker(KIMI_ARGUMENTS)} {_json(tool.parameters)}"
         elif fmt is HERMES:
+            # The parameters move under `arguments`; the definitions their `$ref`s name
+            # (`#/$defs/...`, as pydantic writes them) stay at the schema's root.
+            arguments = dict(tool.parameters)
+            definitions = {k: arguments.pop(k) for k in ("$defs", "definitions") if k in arguments}
             call = {
                 "type": "object",
-                "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
+                "properties": {"name": {"const": tool.name}, "arguments": arguments},
                 "required": ["name", "arguments"],
                 "additionalProperties": False,
+                **definitions,
             }
             body = f'"\\n" {_json(call)} "\\n"'
         else:

@@ -80,6 +80,10 @@ class Sequence:
     status: Status = Status.WAITING
     block_table: list[int] = field(default_factory=list)
     num_cached: int = 0
+    prompt_cache_hits: int | None = None
+    """Prompt tokens found in the prefix cache when the sequence was first given blocks (a
+    preempted sequence recomputes, but its client was answered from that cache first)."""
+
     finish_reason: str | None = None
     logprobs: list[float] = field(default_factory=list)
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)

@@ -247,6 +247,7 @@ class EmbeddedEngine:
             loaded.format.tool_format if tools else None,
             stop=sampling.stop,
             skip_ids=stop_ids,
+            one_call=request.parallel_tool_calls is False,
         )
         last: Progress | None = None
         try:
@@ -257,7 +258,8 @@ class EmbeddedEngine:
                     for event in text.feed(last.output_ids[text.tokens :]):
                         yield event
                     if text.stopped:
-                        break  # a stop string: closing `progress` aborts the request
+                        break  # a stop string or the one call allowed: closing `progress`
+                        # aborts the request
         except WorkerClosed as exc:
             raise EngineUnavailable(
                 "the embedded engine was shut down before the request finished"
@@ -347,7 +349,7 @@ class EmbeddedEngine:
             text=text.text,
             tool_calls=text.calls,
             finish_reason=text.finish_reason(last.finish_reason),
-            usage=Usage(len(prompt), len(last.output_ids), 0),
+            usage=Usage(len(prompt), len(last.output_ids), last.cached_prompt_tokens),
             model=loaded.name,
             tokens=tokens,
             spec=SpecDecodeStats(
@@ -395,7 +397,8 @@ class TextAssembler:
     """One request's output tokens -> stream events: incremental detokenization (a character
     whose bytes span tokens comes out whole), stop strings (the text ends before the first
     one, which is never emitted, even in part) and tool calls printed in `tool_format`
-    (None: all output is text)."""
+    (None: all output is text). `one_call`: the output ends with its first tool call
+    (`parallel_tool_calls: false`); what the model printed after it is left out."""
 
     def __init__(
         self,
@@ -405,6 +408,7 @@ class TextAssembler:
         stop: Iterable[str] = (),
         skip_ids: Collection[int] = (),
         new_call_id: Callable[[], str] = new_call_id,
+        one_call: bool = False,
     ) -> None:
         self._tokenizer = tokenizer
         self._parser = ToolTextParser((tool_format,)) if tool_format else None
@@ -423,6 +427,8 @@ class TextAssembler:
         self.text = ""
         self.calls: list[ToolCall] = []
         self.stopped = False
+        self._one_call = one_call
+        self._called_once = False
 
     def feed(self, token_ids: Iterable[int]) -> list[EngineEvent]:
         """Events for the next tokens of the output."""
@@ -476,6 +482,8 @@ class TextAssembler:
     def _emit(self, parsed: list[Any]) -> list[EngineEvent]:
         events: list[EngineEvent] = []
         for piece in parsed:
+            if self._called_once:
+                break
             if isinstance(piece, ParsedToolCall):
                 index = len(self.calls)
                 call = ToolCall(
@@ -486,6 +494,8 @@ class TextAssembler:
                     ToolCallStarted(index, call.id, call.name),
                     ToolCallArgumentsDelta(index, call.arguments),
                 ]
+                if self._one_call:
+                    self._called_once = self.stopped = True
             else:
                 text = piece if isinstance(piece, str) else piece.text
                 if text:

@@ -38,6 +38,8 @@ class Progress:
     top_logprobs: list[list[tuple[int, float]]]
     routed_experts: list[Tensor]
     spec: SpecStats
+    cached_prompt_tokens: int
+    """Prompt tokens the prefix cache held (OpenAI's `cached_tokens`)."""
 
     @classmethod
     def of(cls, seq: Sequence) -> "Progress":
@@ -50,6 +52,7 @@ class Progress:
             list(seq.top_logprobs),
             list(seq.routed_experts),
             SpecStats(spec.verify_steps, spec.drafted, spec.accepted),
+            seq.prompt_cache_hits or 0,
         )
 
 

@@ -115,6 +115,15 @@ async def test_tool_call_arguments_fragmented_across_chunks(fake):
     body = fake.requests[0]["body"]
     assert body["tools"] == [tool.to_openai()]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+    assert "parallel_tool_calls" not in body  # unset: the upstream's own default
+
+
+async def test_parallel_tool_calls_is_forwarded_upstream(fake):
+    fake.enqueue(Replay("tool_call_fragmented"))
+    tool = ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object"})
+    request = GenerationRequest(messages=HELLO.messages, tools=[tool], parallel_tool_calls=False)
+    await collect(make_engine(fake), request)
+    assert fake.requests[0]["body"]["parallel_tool_calls"] is False
 
 
 async def test_response_format_is_forwarded_upstream(fake):

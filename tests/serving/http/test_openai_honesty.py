@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 from support.live_server import live_server
-from support.scripted_engine import Reply, ScriptedEngine
+from support.scripted_engine import Reply, ScriptedEngine, call
 
 HELLO = [{"role": "user", "content": "hello"}]
 TOOLS = [
@@ -111,13 +111,15 @@ def test_temperature_defaults_to_openais_one(server) -> None:
 def test_tool_choices_that_cannot_hold_are_refused(server) -> None:
     url, engine = server
     client = sdk(url)
-    with pytest.raises(openai.BadRequestError, match="not among the tools"):
+    with pytest.raises(openai.BadRequestError) as unknown:
         client.chat.completions.create(
             model=MODEL,
             messages=HELLO,
             tools=TOOLS,
             tool_choice={"type": "function", "function": {"name": "delete_everything"}},
         )
+    message = unknown.value.body["message"]  # type: ignore[index]
+    assert "the function 'delete_everything', which is not among the tools (read_file)" in message
     with pytest.raises(openai.BadRequestError, match="only allowed when tools"):
         client.chat.completions.create(model=MODEL, messages=HELLO, tool_choice="required")
     assert engine.requests == []
@@ -130,6 +132,82 @@ def test_tool_choices_that_cannot_hold_are_refused(server) -> None:
     )
     client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS)
     assert [request.tool_choice for request in engine.requests] == ["read_file", None]
+
+
+@pytest.mark.parametrize(
+    ("route", "param", "tokens"),
+    [
+        ("chat", "max_tokens", 32_769),
+        ("chat", "max_completion_tokens", 10**9),
+        ("completions", "max_tokens", 40_000),
+    ],
+)
+def test_a_completion_longer_than_the_window_is_refused(
+    server, route: str, param: str, tokens: int
+) -> None:
+    """As at OpenAI: a 400 naming the argument and the window, before the engine is asked."""
+    url, engine = server
+    client = sdk(url)
+    with pytest.raises(openai.BadRequestError) as refused:
+        if route == "chat":
+            client.chat.completions.create(model=MODEL, messages=HELLO, **{param: tokens})
+        else:
+            client.completions.create(model=MODEL, prompt="x", max_tokens=tokens)
+    error = refused.value.body
+    assert (error["param"], error["code"]) == (param, "invalid_value")  # type: ignore[index]
+    assert f"{tokens:,}" in error["message"] and "32,768" in error["message"]  # type: ignore[index]
+    assert engine.requests == []
+    # The whole window is still a length one may ask for.
+    client.chat.completions.create(model=MODEL, messages=HELLO, **{param: 32_768})
+    assert [request.sampling.max_tokens for request in engine.requests] == [32_768]
+
+
+def test_line_breaks_beside_tool_calls_are_no_content(tmp_path: Path) -> None:
+    """A model prints a line break before and between its calls; OpenAI's content is then
+    null, and no chunk streams it. Whitespace inside an answer is kept, in order."""
+    calls = [call("read_file", path="a.py"), call("read_file", path="b.py")]
+    engine = ScriptedEngine(
+        [Reply(text="\n\n", calls=calls)] * 2 + [Reply(text="Hi\n\n    \nthere"), Reply(text=" \n")]
+    )
+    with live_server(engine, tmp_path / "home") as url:
+        client = sdk(url)
+        whole = client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS)
+        assert whole.choices[0].message.content is None
+        assert len(whole.choices[0].message.tool_calls or []) == 2
+        chunks = list(
+            client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS, stream=True)
+        )
+        deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+        assert [d.content for d in deltas if d.content] == []
+        assert sum(len(d.tool_calls or []) for d in deltas) == 4  # each call's start and arguments
+        for answer in ("Hi\n\n    \nthere", " \n"):  # an answer of whitespace alone too
+            streamed = client.chat.completions.create(model=MODEL, messages=HELLO, stream=True)
+            assert (
+                "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == answer
+            )
+
+
+def test_parallel_tool_calls_false_gives_one_call_whatever_the_backend_printed(
+    tmp_path: Path,
+) -> None:
+    calls = [call("read_file", path="a.py"), call("read_file", path="b.py")]
+    engine = ScriptedEngine([Reply(calls=calls)] * 3)
+    with live_server(engine, tmp_path / "home") as url:
+        client = sdk(url)
+        one = dict(model=MODEL, messages=HELLO, tools=TOOLS, parallel_tool_calls=False)
+        whole = client.chat.completions.create(**one)
+        assert [c.function.arguments for c in whole.choices[0].message.tool_calls or []] == [
+            '{"path": "a.py"}'
+        ]
+        assert whole.choices[0].finish_reason == "tool_calls"
+        chunks = list(client.chat.completions.create(**one, stream=True))
+        streamed = [
+            c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []
+        ]
+        assert {c.index for c in streamed} == {0}
+        both = client.chat.completions.create(model=MODEL, messages=HELLO, tools=TOOLS)
+        assert len(both.choices[0].message.tool_calls or []) == 2
+    assert [r.parallel_tool_calls for r in engine.requests] == [False, False, None]
 
 
 def test_response_format_reaches_the_engine_as_sent(server) -> None:

@@ -12,6 +12,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from opencomposer.agent.tools.registry import default_tools
 from opencomposer.config import EngineSettings
 from opencomposer.serving.engines.base import (
     ChatMessage,
@@ -24,6 +25,7 @@ from opencomposer.serving.engines.base import (
 )
 from opencomposer.serving.engines.embedded.chat_format import DEEPSEEK_EOS
 from opencomposer.serving.engines.embedded.constrained import (
+    ConstraintViolation,
     Grammar,
     GrammarError,
     Grammars,
@@ -141,6 +143,47 @@ def test_a_named_function_is_the_one_called(
         (call,) = calls_in(random_output(grammar, tokenizer, seed), fmt)
         assert call.name == "read_file"
         jsonschema_rs.validate(SCHEMAS["read_file"], json.loads(call.arguments))
+
+
+def takes(grammar: Grammar, tokenizer: Tokenizer, text: str) -> bool:
+    """Whether the grammar lets `text`'s tokens through, one by one."""
+    constraint = grammar.start()
+    try:
+        for token in tokenizer.encode(text, add_special_tokens=False).ids:
+            constraint.consume(token)
+    except ConstraintViolation:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("fmt", [DEEPSEEK_V3, KIMI_K2, HERMES], ids=lambda f: f.name)
+def test_our_own_tools_compile_together_in_every_syntax(
+    grammars: Grammars, fmt: ToolTextFormat
+) -> None:
+    """`required` over the agent's own 15 tools, two of which refer to their `$defs`."""
+    specs = [tool.spec() for tool in default_tools()]
+    assert {"edit_file", "todo_write"} <= {s.name for s in specs if "$defs" in s.parameters}
+    grammars.tool_calls(fmt, specs)
+
+
+def test_a_call_is_held_to_the_definitions_its_schema_refers_to(
+    grammars: Grammars, tokenizer: Tokenizer
+) -> None:
+    grammar = grammars.tool_calls(HERMES, [tool.spec() for tool in default_tools()])
+
+    def todo(status: str) -> str:
+        arguments = {"todos": [{"content": "Fix add", "status": status}]}
+        call = json.dumps({"name": "todo_write", "arguments": arguments})
+        return f"<tool_call>\n{call}\n</tool_call>"
+
+    assert takes(grammar, tokenizer, todo("in_progress"))
+    assert not takes(grammar, tokenizer, todo("finished"))  # not in the referred enum
+    edit = {"path": "a.py", "edits": [{"old_string": "a", "new_string": "b"}]}
+    call = json.dumps({"name": "edit_file", "arguments": edit})
+    assert takes(grammar, tokenizer, f"<tool_call>\n{call}\n</tool_call>")
+    edit["edits"] = [{"old_string": "a"}]  # new_string is required in EditSpec
+    call = json.dumps({"name": "edit_file", "arguments": edit})
+    assert not takes(grammar, tokenizer, f"<tool_call>\n{call}\n</tool_call>")
 
 
 def test_required_calls_only_declared_functions(grammars: Grammars, tokenizer: Tokenizer) -> None:

@@ -282,6 +282,21 @@ def test_a_hermes_tool_call_split_at_every_token_is_parsed_once(smol_tokenizer):
         assert reason == "tool_calls"
 
 
+def test_one_call_ends_the_output_after_the_first_call(smol_tokenizer):
+    """`parallel_tool_calls: false`: the first call is the reply's last event, and the request
+    is marked stopped so that the engine aborts the rest of the generation."""
+    second = '\n<tool_call>\n{"name": "read_file", "arguments": {"path": "b.py"}}\n</tool_call>'
+    ids = smol_tokenizer.encode(TOOL_TEXT + second, add_special_tokens=False).ids
+    text = assembler(smol_tokenizer, one_call=True)
+    events, reason = run_text(text, [[t] for t in ids])
+    assert merged(events) == [
+        TextDelta("Let me look at it.\n"),
+        ToolCallStarted(0, "call_0", "read_file"),
+        ToolCallArgumentsDelta(0, '{"path": "a.py"}'),
+    ]
+    assert (text.stopped, len(text.calls), reason) == (True, 1, "tool_calls")
+
+
 def test_without_a_tool_format_the_call_stays_text(smol_tokenizer):
     ids = smol_tokenizer.encode(TOOL_TEXT, add_special_tokens=False).ids
     text = assembler(smol_tokenizer, None)
@@ -433,6 +448,18 @@ async def test_mtp_speculation_is_lossless_and_reports_its_stats(open_engines):
         for row in experts.reshape(positions, layers, -1):
             assert all(len(set(chosen)) == len(chosen) for chosen in row.tolist())
     assert np.array_equal(spec.tokens.routed_experts, plain.tokens.routed_experts)
+
+
+async def test_usage_counts_the_prompt_tokens_the_prefix_cache_held(open_engines):
+    """OpenAI's `cached_tokens`: none the first time, whole blocks of the prompt when the same
+    prompt comes again (its last token is always computed), the same answer either way."""
+    engine = open_engines(TINY)
+    request = ask("def add(a, b):\n    return a + b\n" * 4, max_tokens=4)
+    first, again = [await complete(engine, request) for _ in range(2)]
+    assert first.usage.cached_tokens == 0
+    prompt = again.usage.prompt_tokens
+    assert again.usage.cached_tokens == (prompt - 1) // 16 * 16 > 0  # the engine's block size
+    assert again.text == first.text
 
 
 @pytest.mark.parametrize("speculative", ["none", "mtp"])

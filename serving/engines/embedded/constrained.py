@@ -174,8 +174,10 @@ class Grammars:
             # The parameters move under `arguments`; the definitions their `$ref`s name
             # (`#/$defs/...`, as pydantic writes them) stay at the schema's root.
             arguments = dict(tool.parameters)
-            definitions = {k: arguments.pop(k) for k in ("$defs", "definitions") if k in arguments}
-            call = {
+            definitions: dict[str, Any] = {
+                k: arguments.pop(k) for k in ("$defs", "definitions") if k in arguments
+            }
+            call: dict[str, Any] = {
                 "type": "object",
                 "properties": {"name": {"const": tool.name}, "arguments": arguments},
                 "required": ["name", "arguments"],

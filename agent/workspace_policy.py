@@ -53,7 +53,16 @@ def resolved_folder(path: str) -> Path:
 
 def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
     """The resolved folder `path` names, if it lies inside one of `roots`: a client must not
-    be able to point the agent at any folder the server's user can reach."""
+    be able to point the agent at any folder the server's user can reach. A relative path is
+    refused as such: it would name a folder under the server's own working folder, which a
+    client neither sees nor chose."""
+    _text_path(path)
+    if not os.path.isabs(os.path.expanduser(path)):
+        raise SessionError(
+            f"workspace {path!r} is a relative path: give the folder's absolute path "
+            "(the server does not resolve it against its own working folder)",
+            kind="invalid_request",
+        )
     workspace = resolved_folder(path)
     try:
         is_dir = workspace.is_dir()
@@ -62,7 +71,13 @@ def allowed_workspace(path: str, roots: Sequence[Path]) -> Path:
             f"workspace {path!r} is not a usable path: {exc}", kind="invalid_request"
         ) from None
     if not any(workspace.is_relative_to(root.expanduser().resolve()) for root in roots):
-        raise SessionError(f"{path} is outside the folders this server may open", kind="forbidden")
+        shown = ", ".join(str(root.expanduser()) for root in roots) or "none"
+        raise SessionError(
+            f"{path} is outside the folders this server may open ({shown}): add a folder "
+            "holding it to `workspace_roots` under `[server]` in "
+            "~/.config/opencomposer/config.toml and restart the server",
+            kind="forbidden",
+        )
     if not is_dir:
         raise SessionError(f"workspace {path} is not a folder", kind="invalid_request")
     return workspace

@@ -21,7 +21,13 @@ def test_workspaces_must_be_inside_an_allowed_root(tmp_path: Path) -> None:
         assert ok.status_code == 200
         refused = httpx.post(f"{url}/v1/threads", json={"workspace": str(outside)})
         assert refused.status_code == 403
-        assert refused.json()["error"]["kind"] == "forbidden"
+        error = refused.json()["error"]
+        assert error["kind"] == "forbidden"
+        # It says which folders may be opened and the setting that adds one.
+        assert f"({allowed})" in error["message"] and "workspace_roots" in error["message"]
+        relative = httpx.post(f"{url}/v1/threads", json={"workspace": "projects/app"})
+        assert relative.status_code == 400
+        assert "relative path" in relative.json()["error"]["message"]
         sneaky = httpx.post(
             f"{url}/v1/threads",
             json={"workspace": str(allowed / "app" / ".." / ".." / "elsewhere")},

@@ -188,6 +188,11 @@ class ServerSettings(Section):
     `mod_reqtimeout` rule); a body that stalls or trickles gets 408 and the connection is
     closed. Responses, a turn's event stream among them, have no time limit."""
 
+    shutdown_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a stop (Ctrl-C, SIGTERM) waits for the requests in flight to finish; then they
+    are cancelled (a generation is aborted with its request) and the engine is closed, so a
+    long generation never keeps a stopping server up."""
+
     max_connections: int = Field(default=1000, ge=1)
     """Open connections at once, and never more than half the process's file descriptor
     limit. At the cap, a new connection closes the one open longest that has not sent the

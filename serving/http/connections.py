@@ -321,7 +321,8 @@ def server_config(app: ASGIApp, server: ServerSettings, **options: Any) -> uvico
     the guard: with h11, so that what the tests see is what runs; no WebSocket (no route has
     one, and an upgrade hands the socket to a protocol outside the guard); no proxy headers
     (any local process could then name the client address); kept-alive connections closed after
-    `server.idle_timeout` by uvicorn too. `options` go to `uvicorn.Config`."""
+    `server.idle_timeout` by uvicorn too; a stop waits `server.shutdown_timeout` for requests
+    in flight, then cancels them. `options` go to `uvicorn.Config`."""
     guard = ConnectionGuard(ConnectionLimits.from_settings(server))
     return uvicorn.Config(
         app,
@@ -329,6 +330,7 @@ def server_config(app: ASGIApp, server: ServerSettings, **options: Any) -> uvico
         ws="none",
         proxy_headers=False,
         timeout_keep_alive=math.ceil(server.idle_timeout),
+        timeout_graceful_shutdown=math.ceil(server.shutdown_timeout),
         log_level="warning",
         backlog=ACCEPT_BATCH,
         **options,

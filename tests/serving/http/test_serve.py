@@ -1,12 +1,16 @@
 """`opencomposer serve` as a real process: what it serves, the token it prints and keeps, and
 who may call it."""
 
+import contextlib
+import signal
 import socket
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import httpx
+from support.fake_openai import Endless, ThreadedFakeOpenAI
 from support.serve_process import CLI, serving
 
 from opencomposer import paths
@@ -131,3 +135,41 @@ def test_doctor_reports_who_may_call_the_server(tmp_path: Path):
     assert open_local.status == "warn" and "any program on this machine" in open_local.detail
     open_wide = check_server_auth(Settings(server={"auth": "none", "host": "0.0.0.0"}))
     assert (open_wide.status, open_wide.disables) == ("error", "opencomposer serve")
+
+
+def test_a_stop_cancels_a_generation_that_never_ends(tmp_path: Path):
+    """SIGTERM with a streamed completion in flight: the server waits
+    `server.shutdown_timeout`, then cancels the request (the upstream sees its client go)
+    and exits, instead of serving the endless stream on."""
+    with ThreadedFakeOpenAI() as fake:
+        fake.enqueue(Endless())
+        engine = f"openai:{fake.base_url}"
+        with serving("--engine", engine, "-c", "server.shutdown_timeout=1") as served:
+            body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+            started = threading.Event()
+
+            def read_forever() -> None:
+                headers = {"Authorization": f"Bearer {served.token}"}
+                with (
+                    httpx.stream(
+                        "POST",
+                        f"{served.url}/v1/chat/completions",
+                        json={**body, "stream": True},
+                        headers=headers,
+                        timeout=60,
+                    ) as response,
+                    contextlib.suppress(httpx.HTTPError),
+                ):
+                    for _ in response.iter_lines():
+                        started.set()
+
+            reader = threading.Thread(target=read_forever, daemon=True)
+            reader.start()
+            assert started.wait(60), "the stream never began"
+            served.proc.send_signal(signal.SIGTERM)
+            # uvicorn ends by raising the signal again once it has shut down.
+            assert served.proc.wait(timeout=60) == -signal.SIGTERM
+            assert "Traceback" not in served.proc.stderr.read()
+            reader.join(10)
+            assert not reader.is_alive()  # the server closed the stream on its way out
+    assert fake.disconnects == 1

@@ -8,7 +8,7 @@ middle in the model's own FIM format. Errors, validation and streaming follow th
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import Field, ValidationError, field_validator
 
 from opencomposer.serving.engines.base import (
@@ -116,7 +116,7 @@ class CompletionRequest(OpenAIRequest):
 
 
 @router.post("/v1/completions")
-async def completions(body: CompletionRequest, state: State) -> Response:
+async def completions(body: CompletionRequest, state: State, request: Request) -> Response:
     if body.model == AGENT_MODEL:
         raise OpenAIError(
             400,
@@ -137,7 +137,12 @@ async def completions(body: CompletionRequest, state: State) -> Response:
     )
     include_usage = body.stream_options is not None and body.stream_options.include_usage
     return await respond(
-        state.engine, generation, reply, stream=body.stream, include_usage=include_usage
+        state.engine,
+        generation,
+        reply,
+        stream=body.stream,
+        include_usage=include_usage,
+        request=request,
     )
 
 

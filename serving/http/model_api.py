@@ -10,6 +10,7 @@ The model id `opencomposer-agent` names the agent, not a raw model: with an
 `X-Opencomposer-Thread` header the completion is one agent turn in that thread (`agent_chat`).
 """
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -398,7 +399,13 @@ async def chat_completions(body: ChatCompletionRequest, state: State, request: R
         ),
         stream=body.stream,
         include_usage=include_usage,
+        request=request,
     )
+
+
+# The status nobody reads: the client of a whole reply went away before it was ready (nginx's
+# "client closed request").
+CLIENT_GONE = 499
 
 
 async def respond(
@@ -408,12 +415,24 @@ async def respond(
     *,
     stream: bool,
     include_usage: bool,
+    request: Request,
 ) -> Response:
-    """The engine's answer as one JSON object, or as server-sent chunks ending in `[DONE]`."""
+    """The engine's answer as one JSON object, or as server-sent chunks ending in `[DONE]`.
+    Either way, a client that goes away cancels the generation: Starlette cancels a stream
+    whose client left; a whole reply is raced against the client's hanging up here."""
     # A client that waits for the whole answer lets the engine ask for it whole too.
     generation = generation.model_copy(update={"stream": stream})
     if not stream:
-        return JSONResponse(await _complete(engine, generation, reply))
+        completion = asyncio.ensure_future(_complete(engine, generation, reply))
+        hung_up = asyncio.ensure_future(_hung_up(request))
+        try:
+            await asyncio.wait({completion, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hung_up.cancel()
+            completion.cancel()  # closing its engine stream aborts the generation
+        if not completion.done() or completion.cancelled():
+            return Response(status_code=CLIENT_GONE)
+        return JSONResponse(completion.result())
     events = engine.generate(generation)
     # The first event is awaited here so that a request the engine refuses at once still gets
     # a proper status instead of a 200 followed by an error event.
@@ -498,6 +517,13 @@ async def check_max_tokens(
             param=param,
             code="invalid_value",
         )
+
+
+async def _hung_up(request: Request) -> None:
+    """Returns once the client has closed its connection (the body is read: what comes next
+    from the server is only ever the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _complete(

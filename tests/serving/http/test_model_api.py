@@ -366,6 +366,26 @@ def test_client_disconnect_mid_stream_closes_the_engine_stream(serve):
     assert engine.closed_mid_stream == 1
 
 
+@pytest.mark.parametrize("route", ["chat", "completions"])
+def test_a_client_gone_before_its_whole_reply_cancels_the_generation(serve, route: str):
+    """A whole reply is sent only at the end: a client that hangs up before must not leave
+    its generation running (the engine's stream is closed, which aborts it)."""
+    engine = ScriptedEngine([Reply(text="never finishes", hang_after=2)])
+    if route == "chat":
+        path, body = "chat/completions", {"model": "scripted-model", "messages": HELLO}
+    else:
+        path, body = "completions", {"model": "scripted-model", "prompt": "x", "max_tokens": 5}
+    with serve(engine) as url:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{url}/v1/{path}", json=body, timeout=1.0)
+        deadline = time.monotonic() + 10
+        while engine.closed_mid_stream == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert engine.closed_mid_stream == 1
+        # The server goes on answering.
+        assert httpx.get(f"{url}/v1/models").status_code == 200
+
+
 def test_bearer_token_guards_the_model_routes(tmp_path: Path):
     with live_server(ScriptedEngine([Reply(text="x")]), tmp_path, token="secret") as url:
         assert httpx.get(f"{url}/v1/models").status_code == 401

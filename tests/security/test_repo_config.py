@@ -109,7 +109,7 @@ def test_hidden_paths_only_grow(user: Path, repo: Path, hide: str, expected: lis
         ('[tools.sandbox]\nenv = ["*"]\n', "*"),
         ('tools.sandbox.env = ["MYAPP_*", "BUILD_MODE", "HOME*"]\n', "HOME*"),
         ('[tools.sandbox]\nenv = ["MYAPP_*", "DEPLOY_*"]\n', "DEPLOY_*"),
-        ('[tools.sandbox]\nexpose = ["/root/.ssh"]\n', "/root/.ssh"),
+        ('[tools.sandbox]\nexpose = ["~/.ssh"]\n', "~/.ssh"),
     ],
 )
 def test_what_commands_receive_cannot_widen(user: Path, repo: Path, text: str, added: str):
